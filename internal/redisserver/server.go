@@ -1,0 +1,229 @@
+// Package redisserver starts a real redis-server child process on a free
+// loopback port, without persistence, and stops it. Tests, examples and the
+// benchmark harness use it so that everything runs against the real server.
+package redisserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrNoBinary is returned by [Start] when no redis-server binary is found.
+var ErrNoBinary = errors.New("redisserver: redis-server binary not found on PATH (install Debian's redis-server package)")
+
+// Options configures [Start]. The zero value starts a plain server without
+// persistence.
+type Options struct {
+	// Binary is the redis-server executable. Default: "redis-server" from PATH,
+	// or $REDIS_SERVER_BIN when set.
+	Binary string
+	// Args are extra configuration arguments, e.g. {"--appendonly", "yes"}.
+	Args []string
+	// StartTimeout bounds how long Start waits for the server to answer PING.
+	// Default: 10s.
+	StartTimeout time.Duration
+}
+
+// Server is a running redis-server child process. It is safe for concurrent use.
+type Server struct {
+	bin  string
+	opts Options
+	dir  string
+	port int
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs *bytes.Buffer
+}
+
+// LookPath reports the redis-server binary that [Start] would run.
+func LookPath() (string, error) {
+	bin := os.Getenv("REDIS_SERVER_BIN")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoBinary, err)
+	}
+	return p, nil
+}
+
+// Start launches redis-server on a free port of 127.0.0.1 and waits until it
+// answers PING.
+func Start(opts Options) (*Server, error) {
+	bin := opts.Binary
+	if bin == "" {
+		p, err := LookPath()
+		if err != nil {
+			return nil, err
+		}
+		bin = p
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 10 * time.Second
+	}
+	dir, err := os.MkdirTemp("", "stampede-redis-*")
+	if err != nil {
+		return nil, fmt.Errorf("redisserver: temp dir: %w", err)
+	}
+	s := &Server{bin: bin, opts: opts, dir: dir}
+	var lastErr error
+	for range 5 { // a free port can be taken between probe and bind: retry
+		port, err := freePort()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		s.port = port
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+// Addr is the server's host:port on the loopback interface.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+// Version returns the server's version string, e.g. "7.0.15".
+func (s *Server) Version() string {
+	out, err := exec.Command(s.bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v
+		}
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (s *Server) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--loglevel", "warning",
+	}
+	args = append(args, s.opts.Args...)
+	cmd := exec.Command(s.bin, args...)
+	setDeathSignal(cmd)
+	logs := &bytes.Buffer{}
+	cmd.Stdout = logs
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redisserver: start %s: %w", s.bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+
+	deadline := time.Now().Add(s.opts.StartTimeout)
+	for {
+		select {
+		case <-done:
+			return fmt.Errorf("redisserver: %s exited at start: %s", s.bin, strings.TrimSpace(logs.String()))
+		default:
+		}
+		if ping(s.Addr()) == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redisserver: no answer on %s within %s", s.Addr(), s.opts.StartTimeout)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for a child process to come up: no event to wait on
+	}
+	s.mu.Lock()
+	s.cmd, s.done, s.logs = cmd, done, logs
+	s.mu.Unlock()
+	return nil
+}
+
+// Stop terminates the server (SIGKILL, as a crash would) and waits for it to
+// exit. Data not persisted is lost. [Server.Restart] brings it back on the same port.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	return nil
+}
+
+// Restart stops the server if it runs and starts it again on the same port
+// with the same options.
+func (s *Server) Restart() error {
+	if err := s.Stop(); err != nil {
+		return err
+	}
+	var err error
+	for range 20 { // the port may linger briefly after a kill
+		if err = s.start(); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// Close stops the server and removes its working directory.
+func (s *Server) Close() error {
+	err := s.Stop()
+	return errors.Join(err, os.RemoveAll(s.dir))
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redisserver: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func ping(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("redisserver: unexpected reply %q", line)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+// Package redistest is the test helper for packages that need Redis: one real
+// redis-server per test package, started on a free loopback port by [Main],
+// with clients and key prefixes per test.
+//
+// A test that needs Redis and finds no redis-server binary is skipped, except
+// under CI=true, where it fails.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/leakcheck"
+	"github.com/stampede-go/stampede/internal/redisserver"
+)
+
+var (
+	server   *redisserver.Server
+	startErr error
+	seq      atomic.Int64
+)
+
+// Main starts the package's redis-server, runs the tests, checks that no
+// goroutine leaked, stops the server and exits.
+//
+//	func TestMain(m *testing.M) { redistest.Main(m) }
+func Main(m *testing.M) {
+	server, startErr = redisserver.Start(redisserver.Options{})
+	code := m.Run()
+	if server != nil {
+		if err := server.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "redistest:", err)
+		}
+	}
+	os.Exit(leakcheck.Check(code))
+}
+
+// Server returns the package's running server. Without one it skips the test,
+// or fails it under CI=true.
+func Server(t testing.TB) *redisserver.Server {
+	t.Helper()
+	if server == nil {
+		err := startErr
+		if err == nil {
+			err = fmt.Errorf("redistest: redistest.Main was not called from TestMain")
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis is required under CI=true: %v", err)
+		}
+		t.Skipf("no redis-server: %v", err)
+	}
+	return server
+}
+
+// Addr returns the package server's address (see [Server]).
+func Addr(t testing.TB) string { return Server(t).Addr() }
+
+// Client returns a new client of its own for the package's server, closed
+// when the test ends. Separate clients simulate separate replicas.
+func Client(t testing.TB) *redis.Client {
+	t.Helper()
+	return ClientOpts(t, &redis.Options{})
+}
+
+// ClientOpts is [Client] with options; Addr is filled in.
+func ClientOpts(t testing.TB, opts *redis.Options) *redis.Client {
+	t.Helper()
+	o := *opts
+	o.Addr = Addr(t)
+	c := redis.NewClient(&o)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redistest: ping %s: %v", o.Addr, err)
+	}
+	return c
+}
+
+var unsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// Prefix returns a key prefix unique to this test in this process, so tests
+// sharing the server never see each other's keys.
+func Prefix(t testing.TB) string {
+	name := unsafe.ReplaceAllString(t.Name(), "_")
+	return fmt.Sprintf("t%d-%s", seq.Add(1), strings.ToLower(name))
+}

@@ -1,0 +1,35 @@
+package singleflight_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stampede-go/stampede/singleflight"
+)
+
+func ExampleGroup_Do() {
+	g := singleflight.Group[string]{Timeout: 5 * time.Second}
+	var origin atomic.Int32
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			<-start
+			v, _, err := g.Do(context.Background(), "user:1", func(ctx context.Context) (string, error) {
+				origin.Add(1)
+				return "Ada", nil
+			})
+			if err != nil || v != "Ada" {
+				fmt.Println("unexpected:", v, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	// Calls that overlap share one origin call; calls that do not, run again.
+	fmt.Println(origin.Load() >= 1 && origin.Load() <= 10)
+	// Output: true
+}
