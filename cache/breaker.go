@@ -1,0 +1,48 @@
+package cache
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// breaker is a consecutive-failure circuit breaker: threshold failures in a
+// row open it for cooldown; then one call at a time probes, and a success
+// closes it. Safe for concurrent use; the zero value is closed.
+type breaker struct {
+	threshold int32
+	cooldown  time.Duration
+
+	failures  atomic.Int32
+	openUntil atomic.Int64 // unix nanoseconds; 0 when closed
+	probing   atomic.Bool
+}
+
+// allow reports whether a call may use Redis now.
+func (b *breaker) allow() bool {
+	until := b.openUntil.Load()
+	if until == 0 {
+		return true
+	}
+	if time.Now().UnixNano() < until {
+		return false
+	}
+	return b.probing.CompareAndSwap(false, true) // half-open: one probe at a time
+}
+
+func (b *breaker) success() {
+	if b.failures.Load() != 0 || b.openUntil.Load() != 0 {
+		b.failures.Store(0)
+		b.openUntil.Store(0)
+		b.probing.Store(false)
+	}
+}
+
+func (b *breaker) failure() {
+	if b.failures.Add(1) >= b.threshold {
+		b.openUntil.Store(time.Now().Add(b.cooldown).UnixNano())
+		b.probing.Store(false)
+	}
+}
+
+// open reports whether the breaker is open (Redis considered down).
+func (b *breaker) open() bool { return b.openUntil.Load() != 0 }

@@ -1,0 +1,33 @@
+package cache
+
+import (
+	"errors"
+
+	"github.com/stampede-go/stampede/singleflight"
+)
+
+// Errors returned by this package, wrapped with context; test with errors.Is.
+var (
+	// ErrInvalidKey means the key is empty or longer than Options.MaxKeyBytes.
+	ErrInvalidKey = errors.New("cache: invalid key")
+	// ErrNilFunc means a nil compute function was passed.
+	ErrNilFunc = errors.New("cache: nil compute function")
+	// ErrInvalidOptions means [Options] failed validation in [New].
+	ErrInvalidOptions = errors.New("cache: invalid options")
+	// ErrValueTooLarge means the encoded value exceeds Options.MaxValueBytes.
+	// GetOrCompute still returns the computed value with this error; it was
+	// not stored.
+	ErrValueTooLarge = errors.New("cache: value too large")
+	// ErrLeaseBusy means another replica kept computing the key past
+	// WaitTimeout and the contention policy is [BusyError].
+	ErrLeaseBusy = errors.New("cache: another replica is computing this key (wait timed out)")
+	// ErrClosed means the Cache was closed.
+	ErrClosed = errors.New("cache: closed")
+	// ErrCodec means the value could not be encoded or decoded by the codec.
+	ErrCodec = errors.New("cache: codec")
+)
+
+// PanicError is returned to every caller waiting on a compute function that
+// panicked. It carries the panic value and stack; the key is not left
+// locked and the next call computes again.
+type PanicError = singleflight.PanicError

@@ -1,0 +1,85 @@
+package cache_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// newCache returns a Cache in a namespace of the test's own, closed at cleanup.
+func newCache[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options) *cache.Cache[V] {
+	t.Helper()
+	if opts.Namespace == "" {
+		opts.Namespace = redistest.Prefix(t)
+	}
+	c, err := cache.New[V](rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return c
+}
+
+// replicas returns n caches in one namespace, each with its own Redis
+// client: n simulated processes of one fleet.
+func replicas[V any](t testing.TB, n int, opts cache.Options) []*cache.Cache[V] {
+	t.Helper()
+	if opts.Namespace == "" {
+		opts.Namespace = redistest.Prefix(t)
+	}
+	out := make([]*cache.Cache[V], n)
+	for i := range out {
+		out[i] = newCache[V](t, redistest.Client(t), opts)
+	}
+	return out
+}
+
+// origin is a compute function that counts its calls and can be held.
+type origin[V any] struct {
+	calls   atomic.Int32
+	value   V
+	started chan struct{} // receives once per call, when buffered
+	release chan struct{} // when non-nil, each call waits for it to close
+	delay   time.Duration
+}
+
+func (o *origin[V]) fn(ctx context.Context) (V, error) {
+	o.calls.Add(1)
+	if o.started != nil {
+		select {
+		case o.started <- struct{}{}:
+		default:
+		}
+	}
+	if o.release != nil {
+		<-o.release
+	}
+	if o.delay > 0 {
+		select {
+		case <-time.After(o.delay): // the origin's own latency, not synchronisation
+		case <-ctx.Done():
+			var zero V
+			return zero, ctx.Err()
+		}
+	}
+	return o.value, nil
+}
+
+// downClient is a client for a port where nothing listens.
+func downClient(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}

@@ -1,0 +1,20 @@
+package cache
+
+import "github.com/stampede-go/stampede/lease"
+
+// keys are the Redis names of one cache key's state. All share the hash tag
+// {ns:k}, so every script touches one Cluster slot.
+type keys struct {
+	name    string // ns:k, the lease name
+	value   string // {ns:k}:v
+	lease   string // {ns:k}:l
+	fence   string // {ns:k}:f
+	channel string // {ns:k}:n
+}
+
+func (c *Cache[V]) keysFor(key string) keys {
+	name := c.opts.Namespace + ":" + key
+	l, f := lease.Keys(name)
+	tag := "{" + name + "}"
+	return keys{name: name, value: tag + ":v", lease: l, fence: f, channel: tag + ":n"}
+}

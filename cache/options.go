@@ -1,0 +1,139 @@
+package cache
+
+import (
+	"fmt"
+	"time"
+)
+
+// BusyPolicy says what a caller does when another replica holds the key's
+// lease for longer than Options.WaitTimeout.
+type BusyPolicy uint8
+
+// The contention policies.
+const (
+	// BusyCompute computes the value anyway, without storing it (the lease
+	// holder will). It bounds latency at the cost of one extra compute per
+	// waiting process. This is the default.
+	BusyCompute BusyPolicy = iota
+	// BusyError returns [ErrLeaseBusy].
+	BusyError
+)
+
+// Options configures a [Cache]. The zero value is valid; each field's
+// comment gives its default.
+type Options struct {
+	// Namespace prefixes every Redis key of this cache: {Namespace:key}:v.
+	// Caches sharing a Redis must use distinct namespaces, and a namespace
+	// must not be a prefix of another followed by ':' plus a key of yours.
+	// Default: "stampede".
+	Namespace string
+	// TTL is how long a computed value is fresh. Default: 1m.
+	TTL time.Duration
+	// Stale is how long after TTL a value is still served (Outcome Stale)
+	// while one caller in the fleet refreshes it in the background.
+	// Default: 0 (expired values are recomputed while callers wait).
+	Stale time.Duration
+	// LeaseTTL is the recompute lease's TTL; the lease is extended every
+	// third of it while the compute runs, so it only matters when a holder
+	// dies: then the others take over after LeaseTTL. Default: 5s.
+	LeaseTTL time.Duration
+	// ComputeTimeout bounds one run of the compute function, which runs
+	// detached from the cancellation of the callers waiting for it.
+	// Default: 30s.
+	ComputeTimeout time.Duration
+	// WaitTimeout bounds how long a process waits for another replica's
+	// compute before OnBusy applies. Each caller's own context bounds its
+	// own wait too. Default: 5s.
+	WaitTimeout time.Duration
+	// PollInterval caps the interval at which a waiting process re-reads the
+	// key as a safety net for a lost fill notification. Default: 250ms.
+	PollInterval time.Duration
+	// OnBusy says what happens when WaitTimeout passes. Default: BusyCompute.
+	OnBusy BusyPolicy
+	// MaxValueBytes caps an encoded value stored in Redis (process-local
+	// values are not encoded). Default: 1 MiB.
+	MaxValueBytes int
+	// MaxKeyBytes caps a key. Default: 1024.
+	MaxKeyBytes int
+	// Codec encodes values for Redis. Default: [MsgpackCodec].
+	Codec Codec
+	// BreakerThreshold is how many Redis failures in a row open the circuit
+	// breaker, after which calls compute locally (Outcome Degraded) without
+	// touching Redis until BreakerCooldown passes. Default: 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long the breaker stays open before one call
+	// probes Redis again. Default: 1s.
+	BreakerCooldown time.Duration
+	// MaxDegradedComputes caps concurrent compute functions per process while
+	// Redis is unreachable, so R replicas do not become a stampede of their
+	// own. Default: 0 (no cap).
+	MaxDegradedComputes int
+}
+
+func (o *Options) setDefaults() {
+	if o.Namespace == "" {
+		o.Namespace = "stampede"
+	}
+	if o.TTL == 0 {
+		o.TTL = time.Minute
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 5 * time.Second
+	}
+	if o.ComputeTimeout == 0 {
+		o.ComputeTimeout = 30 * time.Second
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = 5 * time.Second
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 250 * time.Millisecond
+	}
+	if o.MaxValueBytes == 0 {
+		o.MaxValueBytes = 1 << 20
+	}
+	if o.MaxKeyBytes == 0 {
+		o.MaxKeyBytes = 1024
+	}
+	if o.Codec == nil {
+		o.Codec = MsgpackCodec{}
+	}
+	if o.BreakerThreshold == 0 {
+		o.BreakerThreshold = 5
+	}
+	if o.BreakerCooldown == 0 {
+		o.BreakerCooldown = time.Second
+	}
+}
+
+func (o *Options) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"TTL", o.TTL}, {"LeaseTTL", o.LeaseTTL}, {"ComputeTimeout", o.ComputeTimeout},
+		{"WaitTimeout", o.WaitTimeout}, {"PollInterval", o.PollInterval}, {"BreakerCooldown", o.BreakerCooldown},
+	} {
+		if d.v < time.Millisecond {
+			return bad("%s must be at least 1ms, got %s", d.name, d.v)
+		}
+	}
+	switch {
+	case o.Stale < 0:
+		return bad("Stale must not be negative, got %s", o.Stale)
+	case o.OnBusy > BusyError:
+		return bad("unknown OnBusy policy %d", o.OnBusy)
+	case o.MaxValueBytes < 0 || o.MaxValueBytes > 512<<20:
+		return bad("MaxValueBytes must be in (0, 512 MiB], got %d", o.MaxValueBytes)
+	case o.MaxKeyBytes < 0 || o.MaxKeyBytes > 64<<10:
+		return bad("MaxKeyBytes must be in (0, 64 KiB], got %d", o.MaxKeyBytes)
+	case o.BreakerThreshold < 0:
+		return bad("BreakerThreshold must not be negative, got %d", o.BreakerThreshold)
+	case o.MaxDegradedComputes < 0:
+		return bad("MaxDegradedComputes must not be negative, got %d", o.MaxDegradedComputes)
+	}
+	return nil
+}
