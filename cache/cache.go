@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,9 +58,10 @@ type Cache[V any] struct {
 
 	sweepDone chan struct{} // closed when the local sweeper stops
 
-	mu     sync.Mutex // guards closed against bg.Add
-	closed bool
-	once   sync.Once
+	mu         sync.Mutex // guards closed against bg.Add
+	closed     bool
+	closedFlag atomic.Bool // closed, for the hot path
+	once       sync.Once
 }
 
 // loaded is what one shared load hands to every caller waiting on it.
@@ -130,6 +132,9 @@ func isNilClient(rdb redis.UniversalClient) bool {
 	return false
 }
 
+// Namespace returns the cache's namespace (after defaults).
+func (c *Cache[V]) Namespace() string { return c.opts.Namespace }
+
 // GetOrCompute returns the value for key, computing it with fn when it is
 // missing or expired: once for all concurrent callers in the process and,
 // through the Redis lease, once for the whole fleet. fn's error is returned
@@ -171,11 +176,7 @@ func (c *Cache[V]) check(key string) error {
 	return nil
 }
 
-func (c *Cache[V]) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *Cache[V]) isClosed() bool { return c.closedFlag.Load() }
 
 func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(context.Context) (V, error)) (Result[V], error) {
 	if err := c.check(key); err != nil {
@@ -187,9 +188,9 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	if c.rdb == nil {
 		return c.fetchLocal(ctx, key, fn)
 	}
-	k := c.keysFor(key)
 	if c.brk.allow() {
-		e, v, found, err := c.read(ctx, k)
+		// The hit path: one GET and a decode, no coalescing, no lease.
+		e, v, found, err := c.read(ctx, c.valueKey(key))
 		if err == nil {
 			if found {
 				now := time.Now()
@@ -197,12 +198,12 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 					return c.result(v, Hit, fromMillis(e.Created)), nil
 				}
 				if now.Before(fromMillis(e.StaleUntil)) {
-					c.refreshAsync(key, k, fn)
+					c.refreshAsync(key, c.keysFor(key), fn)
 					return c.result(v, Stale, fromMillis(e.Created)), nil
 				}
 			}
 			return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {
-				return c.load(sctx, k, fn, fallback)
+				return c.load(sctx, c.keysFor(key), fn, fallback)
 			})
 		}
 		if ctx.Err() != nil {
@@ -243,15 +244,21 @@ func (c *Cache[V]) result(v V, o Outcome, created time.Time) Result[V] {
 // read fetches and decodes key's envelope. A missing, corrupt or foreign
 // entry is reported as not found (corrupt ones are counted); only Redis
 // failures are errors.
-func (c *Cache[V]) read(ctx context.Context, k keys) (e envelope, v V, found bool, err error) {
-	b, err := c.rdb.Get(ctx, k.value).Bytes()
+func (c *Cache[V]) read(ctx context.Context, valueKey string) (e envelope, v V, found bool, err error) {
+	return c.readCounting(ctx, valueKey, true)
+}
+
+// readCounting is read; count is false for re-reads of an entry already
+// counted as corrupt.
+func (c *Cache[V]) readCounting(ctx context.Context, valueKey string, count bool) (e envelope, v V, found bool, err error) {
+	b, err := c.rdb.Get(ctx, valueKey).Bytes()
 	if errors.Is(err, redis.Nil) {
 		c.brk.success()
 		return e, v, false, nil
 	}
 	if err != nil {
 		c.redisFailed(ctx, err)
-		return e, v, false, fmt.Errorf("cache: read %s: %w", k.value, err)
+		return e, v, false, fmt.Errorf("cache: read %s: %w", valueKey, err)
 	}
 	c.brk.success()
 	e, err = decodeEnvelope(b)
@@ -259,7 +266,9 @@ func (c *Cache[V]) read(ctx context.Context, k keys) (e envelope, v V, found boo
 		err = c.opts.Codec.Unmarshal(e.Value, &v)
 	}
 	if err != nil {
-		c.stats.corrupt.Add(1)
+		if count {
+			c.stats.corrupt.Add(1)
+		}
 		var zero V
 		return e, zero, false, nil
 	}
@@ -300,7 +309,7 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 		}
 	}()
 	// The previous holder may have filled between our read and our acquisition.
-	e, v, found, err := c.read(ctx, k)
+	e, v, found, err := c.readCounting(ctx, k.value, false)
 	if err != nil {
 		return c.computeDegraded(ctx, fn)
 	}
@@ -404,7 +413,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 	w, _ := c.notify.subscribe(wctx, k.channel)
 	defer w.close()
 	for attempt := 0; ; attempt++ {
-		e, v, found, err := c.read(ctx, k)
+		e, v, found, err := c.read(ctx, k.value)
 		if err != nil {
 			return c.computeDegraded(ctx, fn)
 		}
@@ -533,7 +542,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 		}
 		return e.value, true, nil
 	}
-	e, v, found, err := c.read(ctx, c.keysFor(key))
+	e, v, found, err := c.read(ctx, c.valueKey(key))
 	if err != nil || !found || !now.Before(fromMillis(e.StaleUntil)) {
 		var zero V
 		return zero, false, err
@@ -596,6 +605,7 @@ func (c *Cache[V]) Close() error {
 	c.once.Do(func() {
 		c.mu.Lock()
 		c.closed = true
+		c.closedFlag.Store(true)
 		c.mu.Unlock()
 		c.bgCancel()
 		c.bg.Wait()

@@ -1,62 +1,185 @@
 package cache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
+// The envelope is what the cache stores under {ns:k}:v: a msgpack array of
+//
+//	[magic uint16 "SP", version uint8, flags uint8, created, freshUntil,
+//	 staleUntil (unix ms), computeMicros, fence (int64), value (bin)]
+//
+// It is written and read by hand (any msgpack reader can read it): the hit
+// path decodes it on every call, and a reflective decoder cost more than the
+// rest of the hit path put together.
 const (
 	envelopeMagic   = 0x5350 // "SP"
 	envelopeVersion = 1
+	envelopeFields  = 9
 )
 
-// envelope is what the cache stores under {ns:k}:v: the encoded value and
-// the times that decide its freshness, as a msgpack array.
 type envelope struct {
-	_msgpack      struct{} `msgpack:",as_array"`
-	Magic         uint16
-	Version       uint8
 	Flags         uint8
 	Created       int64 // unix milliseconds
 	FreshUntil    int64 // unix milliseconds
 	StaleUntil    int64 // unix milliseconds
 	ComputeMicros int64 // how long the compute function took
-	Fence         int64 // the fence the writer held
+	Fence         int64 // the fence the writer held (0 for Set)
 	Value         []byte
 }
 
 var errCorrupt = errors.New("cache: corrupt or foreign entry")
 
 func encodeEnvelope(e *envelope) ([]byte, error) {
-	e.Magic, e.Version = envelopeMagic, envelopeVersion
-	b, err := msgpack.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("%w: envelope: %w", ErrCodec, err)
+	n := len(e.Value)
+	if uint64(n) > 1<<32-1 {
+		return nil, fmt.Errorf("%w: envelope: value of %d bytes", ErrCodec, n)
 	}
-	return b, nil
+	b := make([]byte, 0, 1+3+1+1+5*9+5+n)
+	b = append(b, 0x90|envelopeFields)
+	b = append(b, 0xcd, envelopeMagic>>8, envelopeMagic&0xff)
+	b = append(b, envelopeVersion, e.Flags&0x7f)
+	for _, v := range [...]int64{e.Created, e.FreshUntil, e.StaleUntil, e.ComputeMicros, e.Fence} {
+		b = append(b, 0xd3)
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	b = append(b, 0xc6)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return append(b, e.Value...), nil
 }
 
 // decodeEnvelope parses and checks an envelope. Anything that is not one of
-// ours (garbage, a foreign value, a future version) is errCorrupt.
+// ours (garbage, a foreign value, a future version) is errCorrupt. The
+// returned Value aliases b.
 func decodeEnvelope(b []byte) (envelope, error) {
 	var e envelope
-	// A msgpack fixarray of 9 elements followed by the magic as uint16.
-	if len(b) < 4 || b[0] != 0x99 || b[1] != 0xcd || b[2] != envelopeMagic>>8 || b[3] != envelopeMagic&0xff {
+	if len(b) < 4 || b[0] != 0x90|envelopeFields || b[1] != 0xcd || b[2] != envelopeMagic>>8 || b[3] != envelopeMagic&0xff {
 		return e, errCorrupt
 	}
-	if err := msgpack.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("%w: %w", errCorrupt, err)
-	}
+	r := reader{b: b[4:]}
+	version := r.int()
+	flags := r.int()
+	e.Created = r.int()
+	e.FreshUntil = r.int()
+	e.StaleUntil = r.int()
+	e.ComputeMicros = r.int()
+	e.Fence = r.int()
+	e.Value = r.bin()
 	switch {
-	case e.Magic != envelopeMagic || e.Version != envelopeVersion:
-		return e, errCorrupt
+	case r.err != nil:
+		return envelope{}, r.err
+	case len(r.b) != 0:
+		return envelope{}, fmt.Errorf("%w: %d trailing bytes", errCorrupt, len(r.b))
+	case version != envelopeVersion:
+		return envelope{}, fmt.Errorf("%w: version %d", errCorrupt, version)
+	case flags < 0 || flags > 0x7f:
+		return envelope{}, fmt.Errorf("%w: flags %d", errCorrupt, flags)
 	case e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil || e.ComputeMicros < 0 || e.Fence < 0:
-		return e, fmt.Errorf("%w: inconsistent times", errCorrupt)
+		return envelope{}, fmt.Errorf("%w: inconsistent times", errCorrupt)
 	}
+	e.Flags = uint8(flags)
 	return e, nil
+}
+
+// reader reads msgpack integers and binary strings; the first error sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || len(r.b) < n {
+		r.err = fmt.Errorf("%w: truncated", errCorrupt)
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *reader) int() int64 {
+	p := r.take(1)
+	if p == nil {
+		return 0
+	}
+	switch c := p[0]; {
+	case c <= 0x7f:
+		return int64(c)
+	case c >= 0xe0:
+		return int64(int8(c))
+	case c == 0xcc:
+		if q := r.take(1); q != nil {
+			return int64(q[0])
+		}
+	case c == 0xcd:
+		if q := r.take(2); q != nil {
+			return int64(binary.BigEndian.Uint16(q))
+		}
+	case c == 0xce:
+		if q := r.take(4); q != nil {
+			return int64(binary.BigEndian.Uint32(q))
+		}
+	case c == 0xcf:
+		if q := r.take(8); q != nil {
+			u := binary.BigEndian.Uint64(q)
+			if u > 1<<63-1 {
+				r.err = fmt.Errorf("%w: integer overflow", errCorrupt)
+				return 0
+			}
+			return int64(u)
+		}
+	case c == 0xd0:
+		if q := r.take(1); q != nil {
+			return int64(int8(q[0]))
+		}
+	case c == 0xd1:
+		if q := r.take(2); q != nil {
+			return int64(int16(binary.BigEndian.Uint16(q)))
+		}
+	case c == 0xd2:
+		if q := r.take(4); q != nil {
+			return int64(int32(binary.BigEndian.Uint32(q)))
+		}
+	case c == 0xd3:
+		if q := r.take(8); q != nil {
+			return int64(binary.BigEndian.Uint64(q))
+		}
+	default:
+		r.err = fmt.Errorf("%w: expected an integer, got 0x%02x", errCorrupt, c)
+	}
+	return 0
+}
+
+func (r *reader) bin() []byte {
+	p := r.take(1)
+	if p == nil {
+		return nil
+	}
+	var n int
+	switch p[0] {
+	case 0xc4:
+		if q := r.take(1); q != nil {
+			n = int(q[0])
+		}
+	case 0xc5:
+		if q := r.take(2); q != nil {
+			n = int(binary.BigEndian.Uint16(q))
+		}
+	case 0xc6:
+		if q := r.take(4); q != nil {
+			n = int(binary.BigEndian.Uint32(q))
+		}
+	default:
+		r.err = fmt.Errorf("%w: expected binary, got 0x%02x", errCorrupt, p[0])
+		return nil
+	}
+	return r.take(n)
 }
 
 func toMillis(t time.Time) int64 { return t.UnixMilli() }

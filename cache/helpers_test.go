@@ -12,7 +12,15 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	// The outage tests make go-redis log every failed dial; keep the output readable.
+	redis.SetLogger(quietLogger{})
+	redistest.Main(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // newCache returns a Cache in a namespace of the test's own, closed at cleanup.
 func newCache[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options) *cache.Cache[V] {

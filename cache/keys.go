@@ -18,3 +18,8 @@ func (c *Cache[V]) keysFor(key string) keys {
 	tag := "{" + name + "}"
 	return keys{name: name, value: tag + ":v", lease: l, fence: f, channel: tag + ":n"}
 }
+
+// valueKey is keysFor(key).value, built alone for the hit path.
+func (c *Cache[V]) valueKey(key string) string {
+	return "{" + c.opts.Namespace + ":" + key + "}:v"
+}

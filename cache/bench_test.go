@@ -1,0 +1,121 @@
+package cache_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+type benchValue struct {
+	ID    int
+	Name  string
+	Tags  []string
+	Score float64
+}
+
+var benchVal = benchValue{ID: 42, Name: "a report with a name of some length", Tags: []string{"a", "b", "c"}, Score: 0.5}
+
+// getter is what the hit benchmarks compare: a raw go-redis GET of the same
+// bytes, and the cache's hit path (GET + envelope and value decode).
+type getter interface {
+	get(ctx context.Context) error
+}
+
+type rawGet struct {
+	rdb *redis.Client
+	key string
+}
+
+func (r rawGet) get(ctx context.Context) error { return r.rdb.Get(ctx, r.key).Err() }
+
+type cacheGet struct{ c *cache.Cache[benchValue] }
+
+func (g cacheGet) get(ctx context.Context) error {
+	_, err := g.c.GetOrCompute(ctx, "hot", func(context.Context) (benchValue, error) { return benchVal, nil })
+	return err
+}
+
+func BenchmarkHit(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.Client(b)
+	ns := redistest.Prefix(b)
+	c := newCache[benchValue](b, rdb, cache.Options{Namespace: ns, TTL: time.Hour})
+	if err := c.Set(ctx, "hot", benchVal); err != nil {
+		b.Fatal(err)
+	}
+	// The raw GET reads the very bytes the cache stored.
+	raw, err := rdb.Get(ctx, "{"+ns+":hot}:v").Bytes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawKey := ns + ":raw"
+	if err := rdb.Set(ctx, rawKey, raw, time.Hour).Err(); err != nil {
+		b.Fatal(err)
+	}
+	impls := []struct {
+		name string
+		g    getter
+	}{
+		{"raw-get", rawGet{rdb: rdb, key: rawKey}},
+		{"stampede", cacheGet{c: c}},
+	}
+	for _, impl := range impls {
+		b.Run(impl.name+"/par=1", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := impl.g.get(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(impl.name+"/par=8", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(4) // 4 x GOMAXPROCS(2) goroutines
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := impl.g.get(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// One op is a storm: 64 callers on one missing key; the origin runs once.
+func BenchmarkCoalescedMiss(b *testing.B) {
+	ctx := context.Background()
+	for _, mode := range []string{"redis", "local"} {
+		b.Run("mode="+mode+"/callers=64", func(b *testing.B) {
+			var rdb redis.UniversalClient
+			if mode == "redis" {
+				rdb = redistest.Client(b)
+			}
+			c := newCache[benchValue](b, rdb, cache.Options{TTL: time.Hour})
+			fn := func(context.Context) (benchValue, error) { return benchVal, nil }
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				key := "k" + strconv.Itoa(i)
+				i++
+				var wg sync.WaitGroup
+				for range 64 {
+					wg.Go(func() {
+						if _, err := c.GetOrCompute(ctx, key, fn); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+		})
+	}
+}
