@@ -62,9 +62,3 @@ func (s *localStore[V]) sweep(now time.Time) {
 	}
 	s.mu.Unlock()
 }
-
-func (s *localStore[V]) len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.m)
-}

@@ -48,7 +48,8 @@ func (e *Env) Close() error {
 	return e.closeFn()
 }
 
-// Open returns the Redis to use. getenv is os.Getenv or a test's stand-in.
+// Open returns the Redis to use. getenv is os.Getenv or a test's stand-in;
+// besides REDIS_URL it reads REDIS_SERVER_BIN, the redis-server to run.
 func Open(getenv func(string) string) (*Env, error) {
 	if u := getenv(envRedisURLName); u != "" {
 		opts, err := redis.ParseURL(u)
@@ -58,7 +59,7 @@ func Open(getenv func(string) string) (*Env, error) {
 		return &Env{Kind: KindURL, Options: opts, Comparable: true,
 			Description: "Redis from REDIS_URL at " + opts.Addr}, nil
 	}
-	srv, err := redisserver.Start(redisserver.Options{})
+	srv, err := redisserver.Start(redisserver.Options{Binary: getenv("REDIS_SERVER_BIN")})
 	if err == nil {
 		return &Env{Kind: KindChild, Options: &redis.Options{Addr: srv.Addr()}, Comparable: true,
 			Description: fmt.Sprintf("embedded redis-server %s child process on %s (no REDIS_URL given)", srv.Version(), srv.Addr()),

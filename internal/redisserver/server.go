@@ -47,9 +47,11 @@ type Server struct {
 	logs *bytes.Buffer
 }
 
-// LookPath reports the redis-server binary that [Start] would run.
-func LookPath() (string, error) {
-	bin := os.Getenv("REDIS_SERVER_BIN")
+// LookPath resolves bin, or $REDIS_SERVER_BIN, or "redis-server", on PATH.
+func LookPath(bin string) (string, error) {
+	if bin == "" {
+		bin = os.Getenv("REDIS_SERVER_BIN")
+	}
 	if bin == "" {
 		bin = "redis-server"
 	}
@@ -63,13 +65,9 @@ func LookPath() (string, error) {
 // Start launches redis-server on a free port of 127.0.0.1 and waits until it
 // answers PING.
 func Start(opts Options) (*Server, error) {
-	bin := opts.Binary
-	if bin == "" {
-		p, err := LookPath()
-		if err != nil {
-			return nil, err
-		}
-		bin = p
+	bin, err := LookPath(opts.Binary)
+	if err != nil {
+		return nil, err
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 10 * time.Second
