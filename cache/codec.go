@@ -7,7 +7,9 @@ import "github.com/vmihailenco/msgpack/v5"
 type Codec interface {
 	// Marshal encodes v, a pointer to the value.
 	Marshal(v any) ([]byte, error)
-	// Unmarshal decodes data into v, a pointer to a value.
+	// Unmarshal decodes data into v, a pointer to a value. It must neither
+	// modify data nor keep a reference to it after returning: data may be a
+	// read-only view of the Redis reply.
 	Unmarshal(data []byte, v any) error
 }
 

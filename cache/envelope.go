@@ -10,7 +10,8 @@ import (
 // The envelope is what the cache stores under {ns:k}:v: a msgpack array of
 //
 //	[magic uint16 "SP", version uint8, flags uint8, created, freshUntil,
-//	 staleUntil (unix ms), computeMicros, fence (int64), value (bin)]
+//	 staleUntil, errorUntil (unix ms), computeMicros, fence (int64),
+//	 value (bin)]
 //
 // It is written and read by hand (any msgpack reader can read it): the hit
 // path decodes it on every call, and a reflective decoder cost more than the
@@ -18,7 +19,7 @@ import (
 const (
 	envelopeMagic   = 0x5350 // "SP"
 	envelopeVersion = 1
-	envelopeFields  = 9
+	envelopeFields  = 10
 )
 
 type envelope struct {
@@ -26,6 +27,7 @@ type envelope struct {
 	Created       int64 // unix milliseconds
 	FreshUntil    int64 // unix milliseconds
 	StaleUntil    int64 // unix milliseconds
+	ErrorUntil    int64 // unix milliseconds: kept until then for stale-if-error
 	ComputeMicros int64 // how long the compute function took
 	Fence         int64 // the fence the writer held (0 for Set)
 	Value         []byte
@@ -38,11 +40,11 @@ func encodeEnvelope(e *envelope) ([]byte, error) {
 	if uint64(n) > 1<<32-1 {
 		return nil, fmt.Errorf("%w: envelope: value of %d bytes", ErrCodec, n)
 	}
-	b := make([]byte, 0, 1+3+1+1+5*9+5+n)
+	b := make([]byte, 0, 1+3+1+1+6*9+5+n)
 	b = append(b, 0x90|envelopeFields)
 	b = append(b, 0xcd, envelopeMagic>>8, envelopeMagic&0xff)
 	b = append(b, envelopeVersion, e.Flags&0x7f)
-	for _, v := range [...]int64{e.Created, e.FreshUntil, e.StaleUntil, e.ComputeMicros, e.Fence} {
+	for _, v := range [...]int64{e.Created, e.FreshUntil, e.StaleUntil, e.ErrorUntil, e.ComputeMicros, e.Fence} {
 		b = append(b, 0xd3)
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
@@ -65,6 +67,7 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	e.Created = r.int()
 	e.FreshUntil = r.int()
 	e.StaleUntil = r.int()
+	e.ErrorUntil = r.int()
 	e.ComputeMicros = r.int()
 	e.Fence = r.int()
 	e.Value = r.bin()
@@ -77,7 +80,7 @@ func decodeEnvelope(b []byte) (envelope, error) {
 		return envelope{}, fmt.Errorf("%w: version %d", errCorrupt, version)
 	case flags < 0 || flags > 0x7f:
 		return envelope{}, fmt.Errorf("%w: flags %d", errCorrupt, flags)
-	case e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil || e.ComputeMicros < 0 || e.Fence < 0:
+	case e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil || e.ErrorUntil < e.StaleUntil || e.ComputeMicros < 0 || e.Fence < 0:
 		return envelope{}, fmt.Errorf("%w: inconsistent times", errCorrupt)
 	}
 	e.Flags = uint8(flags)

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/stampede-go/stampede/singleflight"
 )
@@ -23,9 +24,17 @@ var (
 	ErrLeaseBusy = errors.New("cache: another replica is computing this key (wait timed out)")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
+	// ErrNotFound is what a compute function returns (wrapped or not) to say
+	// that the key has no value. That absence is cached for NegativeTTL, so
+	// a missing key does not stampede the origin either; callers get an
+	// error matching ErrNotFound until then.
+	ErrNotFound = errors.New("cache: not found")
 	// ErrCodec means the value could not be encoded or decoded by the codec.
 	ErrCodec = errors.New("cache: codec")
 )
+
+// errCachedNotFound is returned for a cached "not found".
+var errCachedNotFound = fmt.Errorf("%w (cached)", ErrNotFound)
 
 // PanicError is returned to every caller waiting on a compute function that
 // panicked. It carries the panic value and stack; the key is not left

@@ -106,7 +106,7 @@ func TestCorruptAndForeignEntriesAreRecomputed(t *testing.T) {
 		"garbage":  {0xff, 0x00, 0x13, 0x37, 0xde, 0xad},
 		"empty":    {},
 		"foreign":  []byte(`{"json":"from another app"}`),
-		"truncate": {0x99, 0xcd, 0x53, 0x50, 0x01},
+		"truncate": {0x9a, 0xcd, 0x53, 0x50, 0x01},
 		// A valid envelope header whose value is not a map[string]int.
 	}
 	other := newCache[string](t, rdb, cache.Options{Namespace: ns})

@@ -15,7 +15,7 @@ import (
 )
 
 func TestEnvelopeRoundTrip(t *testing.T) {
-	in := envelope{Created: 1000, FreshUntil: 2000, StaleUntil: 3000, ComputeMicros: 42, Fence: 7, Value: []byte("payload")}
+	in := envelope{Created: 1000, FreshUntil: 2000, StaleUntil: 3000, ErrorUntil: 4000, ComputeMicros: 42, Fence: 7, Value: []byte("payload")}
 	b, err := encodeEnvelope(&in)
 	if err != nil {
 		t.Fatal(err)
@@ -24,21 +24,23 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Created != 1000 || out.FreshUntil != 2000 || out.StaleUntil != 3000 || out.ComputeMicros != 42 || out.Fence != 7 || !bytes.Equal(out.Value, in.Value) {
+	if out.Created != 1000 || out.FreshUntil != 2000 || out.StaleUntil != 3000 || out.ErrorUntil != 4000 || out.ComputeMicros != 42 || out.Fence != 7 || !bytes.Equal(out.Value, in.Value) {
 		t.Fatalf("round trip: %+v", out)
 	}
 }
 
 func TestEnvelopeRejects(t *testing.T) {
-	good, _ := encodeEnvelope(&envelope{Created: 1, FreshUntil: 2, StaleUntil: 3})
+	good, _ := encodeEnvelope(&envelope{Created: 1, FreshUntil: 2, StaleUntil: 3, ErrorUntil: 3})
 	cases := map[string][]byte{
 		"nil":          nil,
 		"short":        good[:3],
 		"truncated":    good[:len(good)-2],
 		"json":         []byte(`{"a":1}`),
-		"fresh<create": mustEncode(t, envelope{Created: 5, FreshUntil: 4, StaleUntil: 6}),
-		"stale<fresh":  mustEncode(t, envelope{Created: 1, FreshUntil: 4, StaleUntil: 3}),
-		"no created":   mustEncode(t, envelope{Created: 0, FreshUntil: 4, StaleUntil: 5}),
+		"fresh<create": mustEncode(t, envelope{Created: 5, FreshUntil: 4, StaleUntil: 6, ErrorUntil: 6}),
+		"stale<fresh":  mustEncode(t, envelope{Created: 1, FreshUntil: 4, StaleUntil: 3, ErrorUntil: 4}),
+		"error<stale":  mustEncode(t, envelope{Created: 1, FreshUntil: 4, StaleUntil: 5, ErrorUntil: 4}),
+		"no created":   mustEncode(t, envelope{Created: 0, FreshUntil: 4, StaleUntil: 5, ErrorUntil: 5}),
+		"future":       append([]byte{0x9a, 0xcd, 0x53, 0x50, 0x02}, good[5:]...),
 	}
 	for name, b := range cases {
 		if _, err := decodeEnvelope(b); err == nil {
@@ -57,16 +59,16 @@ func mustEncode(t *testing.T, e envelope) []byte {
 }
 
 func FuzzDecodeEnvelope(f *testing.F) {
-	good, _ := encodeEnvelope(&envelope{Created: 1, FreshUntil: 2, StaleUntil: 3, Value: []byte("v")})
+	good, _ := encodeEnvelope(&envelope{Created: 1, FreshUntil: 2, StaleUntil: 3, ErrorUntil: 4, Value: []byte("v")})
 	f.Add(good)
 	f.Add([]byte{})
-	f.Add([]byte{0x99, 0xcd, 0x53, 0x50})
+	f.Add([]byte{0x9a, 0xcd, 0x53, 0x50})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEnvelope(b)
 		if err != nil {
 			return
 		}
-		if e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil {
+		if e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil || e.ErrorUntil < e.StaleUntil {
 			t.Fatalf("accepted an inconsistent envelope %+v", e)
 		}
 		again, err := encodeEnvelope(&e)
@@ -158,16 +160,16 @@ func TestNotificationAfterSubscribeIsDelivered(t *testing.T) {
 
 // The hand-written envelope is plain msgpack: the msgpack library reads it.
 func TestEnvelopeIsMsgpack(t *testing.T) {
-	b := mustEncode(t, envelope{Flags: 1, Created: 10, FreshUntil: 20, StaleUntil: 30, ComputeMicros: 5, Fence: 3, Value: []byte("xyz")})
+	b := mustEncode(t, envelope{Flags: 1, Created: 10, FreshUntil: 20, StaleUntil: 30, ErrorUntil: 40, ComputeMicros: 5, Fence: 3, Value: []byte("xyz")})
 	var fields []any
 	if err := msgpack.Unmarshal(b, &fields); err != nil {
 		t.Fatal(err)
 	}
-	if len(fields) != 9 || fmt.Sprint(fields[:8]) != "[21328 1 1 10 20 30 5 3]" || string(fields[8].([]byte)) != "xyz" {
+	if len(fields) != 10 || fmt.Sprint(fields[:9]) != "[21328 1 1 10 20 30 40 5 3]" || string(fields[9].([]byte)) != "xyz" {
 		t.Fatalf("msgpack sees %v", fields)
 	}
 	// And a msgpack encoder's compact integers decode too.
-	alt, err := msgpack.Marshal([]any{uint16(envelopeMagic), 1, 0, 10, 20, 30, 5, 3, []byte("xyz")})
+	alt, err := msgpack.Marshal([]any{uint16(envelopeMagic), 1, 0, 10, 20, 30, 40, 5, 3, []byte("xyz")})
 	if err != nil {
 		t.Fatal(err)
 	}

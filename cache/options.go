@@ -3,6 +3,8 @@ package cache
 import (
 	"fmt"
 	"time"
+
+	"github.com/stampede-go/stampede/stale"
 )
 
 // BusyPolicy says what a caller does when another replica holds the key's
@@ -33,6 +35,24 @@ type Options struct {
 	// while one caller in the fleet refreshes it in the background.
 	// Default: 0 (expired values are recomputed while callers wait).
 	Stale time.Duration
+	// StaleIfError is how long after TTL a value is kept to answer, as
+	// Outcome Stale with Result.Err set, when the compute fails (RFC 5861
+	// stale-if-error). Below Stale it adds nothing. Default: 0.
+	StaleIfError time.Duration
+	// Jitter spreads each write's TTL uniformly over TTL·(1 ± Jitter), in
+	// [0, 1), so keys written together do not expire together. Default: 0.
+	Jitter float64
+	// Beta turns on XFetch early refresh: a caller refreshes a fresh value in
+	// the background with a probability that rises as expiry nears, scaled
+	// by the last compute's duration; 1 is the paper's optimum. Default: 0
+	// (off).
+	Beta float64
+	// NegativeTTL is how long a compute function's [ErrNotFound] is cached.
+	// Default: min(TTL, 10s).
+	NegativeTTL time.Duration
+	// RefreshTimeout bounds a background refresh, which never blocks a
+	// caller. Default: ComputeTimeout.
+	RefreshTimeout time.Duration
 	// LeaseTTL is the recompute lease's TTL; the lease is extended every
 	// third of it while the compute runs, so it only matters when a holder
 	// dies: then the others take over after LeaseTTL. Default: 5s.
@@ -95,6 +115,12 @@ func (o *Options) setDefaults() {
 	if o.MaxKeyBytes == 0 {
 		o.MaxKeyBytes = 1024
 	}
+	if o.NegativeTTL == 0 {
+		o.NegativeTTL = min(o.TTL, 10*time.Second)
+	}
+	if o.RefreshTimeout == 0 {
+		o.RefreshTimeout = o.ComputeTimeout
+	}
 	if o.Codec == nil {
 		o.Codec = MsgpackCodec{}
 	}
@@ -115,7 +141,7 @@ func (o *Options) validate() error {
 		v    time.Duration
 	}{
 		{"TTL", o.TTL}, {"LeaseTTL", o.LeaseTTL}, {"ComputeTimeout", o.ComputeTimeout},
-		{"WaitTimeout", o.WaitTimeout}, {"PollInterval", o.PollInterval}, {"BreakerCooldown", o.BreakerCooldown},
+		{"WaitTimeout", o.WaitTimeout}, {"RefreshTimeout", o.RefreshTimeout}, {"NegativeTTL", o.NegativeTTL}, {"PollInterval", o.PollInterval}, {"BreakerCooldown", o.BreakerCooldown},
 	} {
 		if d.v < time.Millisecond {
 			return bad("%s must be at least 1ms, got %s", d.name, d.v)
@@ -124,6 +150,8 @@ func (o *Options) validate() error {
 	switch {
 	case o.Stale < 0:
 		return bad("Stale must not be negative, got %s", o.Stale)
+	case o.StaleIfError < 0:
+		return bad("StaleIfError must not be negative, got %s", o.StaleIfError)
 	case o.OnBusy > BusyError:
 		return bad("unknown OnBusy policy %d", o.OnBusy)
 	case o.MaxValueBytes < 0 || o.MaxValueBytes > 512<<20:
@@ -136,4 +164,10 @@ func (o *Options) validate() error {
 		return bad("MaxDegradedComputes must not be negative, got %d", o.MaxDegradedComputes)
 	}
 	return nil
+}
+
+// policy is the freshness policy the options describe.
+func (o *Options) policy() stale.Policy {
+	return stale.Policy{TTL: o.TTL, Stale: o.Stale, StaleIfError: o.StaleIfError,
+		Jitter: o.Jitter, Beta: o.Beta, NegativeTTL: o.NegativeTTL}
 }

@@ -42,4 +42,7 @@ type Result[V any] struct {
 	Outcome Outcome
 	// Age is how long ago the value was computed (0 for a fresh compute).
 	Age time.Duration
+	// Err is the origin's error when a stale value answered because the
+	// compute failed (stale-if-error); Outcome is then Stale. Nil otherwise.
+	Err error
 }

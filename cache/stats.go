@@ -16,6 +16,11 @@ type Stats struct {
 	// FencedOut counts fills rejected because a newer lease, Set or Delete
 	// happened while computing.
 	FencedOut uint64
+	// StaleOnError counts stale values served because the compute failed.
+	StaleOnError uint64
+	// NegativeStored counts "not found" results cached; NegativeHits the
+	// callers answered by one.
+	NegativeStored, NegativeHits uint64
 	// RedisErrors counts failed Redis calls.
 	RedisErrors uint64
 	// BreakerOpen reports whether Redis is considered down right now.
@@ -26,6 +31,8 @@ type counters struct {
 	outcomes                           [8]atomic.Uint64
 	computes, computeErrors, refreshes atomic.Uint64
 	corrupt, fencedOut, redisErrors    atomic.Uint64
+	staleOnError, negativeStored       atomic.Uint64
+	negativeHits                       atomic.Uint64
 }
 
 func (s *counters) outcome(o Outcome) {
@@ -42,6 +49,7 @@ func (c *Cache[V]) Stats() Stats {
 		Waited: s.outcomes[Waited].Load(), Stale: s.outcomes[Stale].Load(),
 		Fallbacks: s.outcomes[Fallback].Load(), Degraded: s.outcomes[Degraded].Load(),
 		Computes: s.computes.Load(), ComputeErrors: s.computeErrors.Load(), Refreshes: s.refreshes.Load(),
+		StaleOnError: s.staleOnError.Load(), NegativeStored: s.negativeStored.Load(), NegativeHits: s.negativeHits.Load(),
 		Corrupt: s.corrupt.Load(), FencedOut: s.fencedOut.Load(), RedisErrors: s.redisErrors.Load(),
 		BreakerOpen: c.brk.open(),
 	}

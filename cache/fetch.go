@@ -1,0 +1,343 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+
+	"github.com/stampede-go/stampede/lease"
+	"github.com/stampede-go/stampede/stale"
+)
+
+// loaded is what one shared load hands to every caller waiting on it.
+type loaded[V any] struct {
+	value    V
+	outcome  Outcome
+	created  time.Time
+	negative bool  // a cached "not found"
+	cause    error // the origin's error when a stale value answered for it
+}
+
+func (e entry[V]) loaded(o Outcome) loaded[V] {
+	return loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative}
+}
+
+func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(context.Context) (V, error)) (Result[V], error) {
+	if err := c.check(key); err != nil {
+		return Result[V]{}, err
+	}
+	if fn == nil {
+		return Result[V]{}, ErrNilFunc
+	}
+	if c.rdb != nil && !c.brk.allow() {
+		return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {
+			return c.computeDegraded(sctx, fn, nil)
+		})
+	}
+	// The hit path: one read and a decode, no coalescing, no lease.
+	e, found, err := c.lookup(ctx, key)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result[V]{}, err
+		}
+		return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {
+			return c.computeDegraded(sctx, fn, nil)
+		})
+	}
+	var prev *entry[V]
+	if found {
+		switch c.policy.State(e.w, time.Now(), e.took, rand.Float64()) {
+		case stale.Fresh:
+			return c.answer(e.loaded(Hit), nil)
+		case stale.RefreshEarly:
+			c.refreshAsync(key, e, fn)
+			return c.answer(e.loaded(Hit), nil)
+		case stale.Stale:
+			c.refreshAsync(key, e, fn)
+			return c.answer(e.loaded(Stale), nil)
+		case stale.Expired:
+			prev = &e // answers if the recompute fails
+		}
+	}
+	return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {
+		return c.load(sctx, key, fn, fallback, prev)
+	})
+}
+
+// coalesce runs load once for all concurrent callers of key in the process.
+func (c *Cache[V]) coalesce(ctx context.Context, key string, load func(context.Context) (loaded[V], error)) (Result[V], error) {
+	led := false
+	r, _, err := c.sf.Do(ctx, key, func(sctx context.Context) (loaded[V], error) {
+		led = true
+		return load(sctx)
+	})
+	if r.outcome == 0 { // this caller's wait ended early, or the load failed before an outcome
+		return Result[V]{}, err
+	}
+	if !led && r.outcome == Miss {
+		r.outcome = Shared
+	}
+	return c.answer(r, err)
+}
+
+// answer turns a load into the caller's Result, counting its outcome.
+func (c *Cache[V]) answer(r loaded[V], err error) (Result[V], error) {
+	c.stats.outcome(r.outcome)
+	res := Result[V]{Value: r.value, Outcome: r.outcome, Err: r.cause}
+	if !r.created.IsZero() {
+		res.Age = max(time.Since(r.created), 0)
+	}
+	if r.negative && err == nil {
+		c.stats.negativeHits.Add(1)
+		err = errCachedNotFound
+	}
+	return res, err
+}
+
+// load runs once per process for a missing or expired key.
+func (c *Cache[V]) load(ctx context.Context, key string, fn, fallback func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
+	if c.rdb == nil {
+		// Another caller may have stored it between our read and now.
+		if e, ok := c.local.get(key, time.Now()); ok && c.policy.State(e.w, time.Now(), 0, 0) == stale.Fresh {
+			return e.loaded(Hit), nil
+		}
+		return c.computeLocal(ctx, key, fn, prev)
+	}
+	k := c.keysFor(key)
+	l, err := c.leases.Acquire(ctx, k.name, c.opts.LeaseTTL)
+	if err == nil {
+		return c.lead(ctx, k, l, fn, prev, time.Time{})
+	}
+	var busy *lease.BusyError
+	if errors.As(err, &busy) {
+		return c.wait(ctx, k, fn, fallback, prev, busy.Remaining)
+	}
+	c.redisFailed(ctx, err)
+	return c.computeDegraded(ctx, fn, prev)
+}
+
+// lead computes the value while holding the lease and fills it.
+//
+// A fresh entry found on re-reading counts as done only when it was written
+// after the entry that triggered this compute (after is zero on a miss),
+// so an early refresh is not mistaken for someone else's.
+func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(context.Context) (V, error), prev *entry[V], after time.Time) (loaded[V], error) {
+	filled := false
+	defer func() {
+		if !filled { // fn failed, panicked or called runtime.Goexit: do not leave the key locked
+			c.abandon(ctx, k, l)
+		}
+	}()
+	// The previous holder may have filled between our read and our acquisition.
+	e, found, err := c.readRedis(ctx, k.value, false)
+	if err != nil {
+		return c.computeDegraded(ctx, fn, prev)
+	}
+	if found {
+		switch c.policy.State(e.w, time.Now(), 0, 0) {
+		case stale.Fresh:
+			if e.w.Created.After(after) {
+				return e.loaded(Hit), nil
+			}
+			prev = &e
+		case stale.Stale, stale.Expired:
+			prev = &e
+		}
+	}
+	_, stop := l.KeepAlive(ctx)
+	defer stop() // also on runtime.Goexit in fn
+	r := c.compute(ctx, fn)
+	_ = stop() // a lost lease does not matter here: the fence decides the fill
+	if r.err != nil {
+		if errors.Is(r.err, ErrNotFound) {
+			filled = c.fillNegative(ctx, k, l)
+			return loaded[V]{outcome: Miss, created: time.Now()}, r.err
+		}
+		return c.onError(prev, Miss, r.err)
+	}
+	now := time.Now()
+	w := c.policy.Write(now, r.ttl, rand.Float64())
+	stored, err := c.fill(ctx, k, l, entry[V]{value: r.value, w: w, took: r.took})
+	filled = err == nil || stored
+	return loaded[V]{value: r.value, outcome: Miss, created: now}, err
+}
+
+// onError answers a failed compute with prev when it is inside its
+// stale-if-error window, and with the error otherwise.
+func (c *Cache[V]) onError(prev *entry[V], o Outcome, err error) (loaded[V], error) {
+	if prev != nil && !prev.negative && !errors.Is(err, ErrNotFound) && prev.w.UsableOnError(time.Now()) {
+		c.stats.staleOnError.Add(1)
+		l := prev.loaded(Stale)
+		l.cause = err
+		return l, nil
+	}
+	return loaded[V]{outcome: o}, err
+}
+
+// computed is one run of a compute function.
+type computed[V any] struct {
+	value V
+	err   error
+	took  time.Duration
+	ttl   time.Duration // set by fn with SetTTL; 0 for the policy's
+}
+
+// compute runs fn bounded by ComputeTimeout, turning a panic into a
+// *PanicError.
+func (c *Cache[V]) compute(ctx context.Context, fn func(context.Context) (V, error)) (r computed[V]) {
+	cctx, cancel := context.WithTimeout(ctx, c.opts.ComputeTimeout)
+	defer cancel()
+	meta := &computeMeta{}
+	cctx = context.WithValue(cctx, computeMetaKey, meta)
+	c.stats.computes.Add(1)
+	start := time.Now()
+	defer func() {
+		r.took = time.Since(start)
+		if p := recover(); p != nil {
+			r.err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+		if r.err != nil && !errors.Is(r.err, ErrNotFound) {
+			c.stats.computeErrors.Add(1)
+		}
+		r.ttl = meta.get()
+	}()
+	r.value, r.err = fn(cctx)
+	return r
+}
+
+// wait waits for the replica holding the lease to fill the key, taking the
+// lease over if the holder dies, until WaitTimeout.
+func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.Context) (V, error), prev *entry[V], remaining time.Duration) (loaded[V], error) {
+	wctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
+	defer cancel()
+	// Subscribe before re-reading, so that a fill between the two cannot be
+	// missed. If subscribing fails, polling still finds the value.
+	w, _ := c.notify.subscribe(wctx, k.channel)
+	defer w.close()
+	for attempt := 0; ; attempt++ {
+		e, found, err := c.readRedis(ctx, k.value, true)
+		if err != nil {
+			return c.computeDegraded(ctx, fn, prev)
+		}
+		if found {
+			switch c.policy.State(e.w, time.Now(), 0, 0) {
+			case stale.Fresh:
+				return e.loaded(Waited), nil
+			case stale.Stale:
+				return e.loaded(Stale), nil
+			case stale.Expired:
+				prev = &e
+			}
+		}
+		if attempt > 0 {
+			// Still nothing: the holder may have died or given up.
+			l, err := c.leases.Acquire(ctx, k.name, c.opts.LeaseTTL)
+			if err == nil {
+				return c.lead(ctx, k, l, fn, prev, time.Time{})
+			}
+			var busy *lease.BusyError
+			if !errors.As(err, &busy) {
+				c.redisFailed(ctx, err)
+				return c.computeDegraded(ctx, fn, prev)
+			}
+			remaining = busy.Remaining
+		}
+		t := time.NewTimer(c.pollDelay(attempt, remaining))
+		select {
+		case <-w.C:
+		case <-t.C:
+		case <-wctx.Done():
+			t.Stop()
+			return c.busy(ctx, fn, fallback, prev)
+		}
+		t.Stop()
+	}
+}
+
+// pollDelay is the safety-net poll interval: capped exponential with jitter,
+// and no later than just after the holder's lease would run out.
+func (c *Cache[V]) pollDelay(attempt int, remaining time.Duration) time.Duration {
+	maxD := c.opts.PollInterval
+	d := max(maxD/16, time.Millisecond)
+	for range min(attempt, 16) {
+		d *= 2
+	}
+	d = min(d, maxD)
+	d = d/2 + rand.N(d/2+1)
+	if remaining > 0 {
+		d = min(d, remaining+time.Millisecond)
+	}
+	return d
+}
+
+// busy applies the contention policy after WaitTimeout.
+func (c *Cache[V]) busy(ctx context.Context, fn, fallback func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
+	if fallback != nil {
+		r := c.compute(ctx, fallback)
+		return loaded[V]{value: r.value, outcome: Fallback, created: time.Now()}, r.err
+	}
+	if c.opts.OnBusy == BusyError {
+		return c.onError(prev, 0, ErrLeaseBusy)
+	}
+	r := c.compute(ctx, fn)
+	if r.err != nil {
+		return c.onError(prev, Miss, r.err)
+	}
+	return loaded[V]{value: r.value, outcome: Miss, created: time.Now()}, nil
+}
+
+// computeDegraded computes without Redis, bounded by MaxDegradedComputes.
+func (c *Cache[V]) computeDegraded(ctx context.Context, fn func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
+	if c.sem != nil {
+		if err := c.sem.Acquire(ctx, 1); err != nil {
+			return loaded[V]{}, err
+		}
+		defer c.sem.Release(1)
+	}
+	r := c.compute(ctx, fn)
+	if r.err != nil {
+		return c.onError(prev, Degraded, r.err)
+	}
+	return loaded[V]{value: r.value, outcome: Degraded, created: time.Now()}, nil
+}
+
+// computeLocal computes and stores a value in process-local mode.
+func (c *Cache[V]) computeLocal(ctx context.Context, key string, fn func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
+	r := c.compute(ctx, fn)
+	now := time.Now()
+	if r.err != nil {
+		if errors.Is(r.err, ErrNotFound) {
+			c.stats.negativeStored.Add(1)
+			c.local.put(key, entry[V]{w: c.policy.WriteNegative(now), negative: true})
+			return loaded[V]{outcome: Miss, created: now}, r.err
+		}
+		return c.onError(prev, Miss, r.err)
+	}
+	c.local.put(key, entry[V]{value: r.value, w: c.policy.Write(now, r.ttl, rand.Float64()), took: r.took})
+	return loaded[V]{value: r.value, outcome: Miss, created: now}, nil
+}
+
+// refreshAsync recomputes a stale (or early-refreshing) entry seen in the
+// background, once per key in the process and, through the lease, once in
+// the fleet. A failed refresh leaves the entry as it is.
+func (c *Cache[V]) refreshAsync(key string, seen entry[V], fn func(context.Context) (V, error)) {
+	c.goBackground(key, func(ctx context.Context) {
+		if c.rdb == nil {
+			c.stats.refreshes.Add(1)
+			_, _ = c.computeLocal(ctx, key, fn, nil)
+			return
+		}
+		k := c.keysFor(key)
+		l, err := c.leases.Acquire(ctx, k.name, c.opts.LeaseTTL)
+		if err != nil {
+			if !errors.Is(err, lease.ErrLeaseBusy) {
+				c.redisFailed(ctx, err)
+			}
+			return
+		}
+		c.stats.refreshes.Add(1)
+		_, _ = c.lead(ctx, k, l, fn, nil, seen.w.Created)
+	})
+}

@@ -1,0 +1,249 @@
+package cache
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/lease"
+	"github.com/stampede-go/stampede/stale"
+)
+
+var (
+	//go:embed scripts/fill.lua
+	fillSrc    string
+	fillScript = redis.NewScript(fillSrc)
+
+	//go:embed scripts/abandon.lua
+	abandonSrc    string
+	abandonScript = redis.NewScript(abandonSrc)
+
+	//go:embed scripts/set.lua
+	setSrc    string
+	setScript = redis.NewScript(setSrc)
+
+	//go:embed scripts/delete.lua
+	deleteSrc    string
+	deleteScript = redis.NewScript(deleteSrc)
+)
+
+// entry is a decoded entry, from Redis or from the process-local store.
+type entry[V any] struct {
+	value    V
+	w        stale.Windows
+	took     time.Duration // how long its compute took (XFetch's Δ)
+	negative bool          // a cached "not found"
+}
+
+const flagNegative = 1
+
+// lookup reads key from Redis or from the local store. A missing, corrupt
+// or foreign entry is not found (corrupt ones are counted); only Redis
+// failures are errors.
+func (c *Cache[V]) lookup(ctx context.Context, key string) (entry[V], bool, error) {
+	if c.rdb == nil {
+		e, ok := c.local.get(key, time.Now())
+		return e, ok, nil
+	}
+	return c.readRedis(ctx, c.valueKey(key), true)
+}
+
+// readRedis reads and decodes one envelope; count is false for re-reads of
+// an entry already counted as corrupt.
+func (c *Cache[V]) readRedis(ctx context.Context, valueKey string, count bool) (e entry[V], found bool, err error) {
+	s, err := c.rdb.Get(ctx, valueKey).Result()
+	if errors.Is(err, redis.Nil) {
+		c.brk.success()
+		return e, false, nil
+	}
+	if err != nil {
+		c.redisFailed(ctx, err)
+		return e, false, fmt.Errorf("cache: read %s: %w", valueKey, err)
+	}
+	c.brk.success()
+	// A read-only view of the reply, saving a copy per hit: the envelope
+	// decoder and Codec.Unmarshal must not modify data or keep it.
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	env, err := decodeEnvelope(b)
+	if err == nil && env.Flags&flagNegative == 0 {
+		err = c.opts.Codec.Unmarshal(env.Value, &e.value)
+	}
+	if err != nil {
+		if count {
+			c.stats.corrupt.Add(1)
+		}
+		return entry[V]{}, false, nil
+	}
+	e.w = stale.Windows{
+		Created:    fromMillis(env.Created),
+		FreshUntil: fromMillis(env.FreshUntil),
+		StaleUntil: fromMillis(env.StaleUntil),
+		ErrorUntil: fromMillis(env.ErrorUntil),
+	}
+	e.took = time.Duration(env.ComputeMicros) * time.Microsecond
+	e.negative = env.Flags&flagNegative != 0
+	return e, true, nil
+}
+
+// redisFailed records a Redis failure, unless the caller's own context
+// ended it.
+func (c *Cache[V]) redisFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	c.stats.redisErrors.Add(1)
+	c.brk.failure()
+}
+
+// encode turns an entry into an envelope for Redis.
+func (c *Cache[V]) encode(e entry[V], fence int64) ([]byte, error) {
+	env := envelope{
+		Created:       toMillis(e.w.Created),
+		FreshUntil:    toMillis(e.w.FreshUntil),
+		StaleUntil:    toMillis(e.w.StaleUntil),
+		ErrorUntil:    toMillis(e.w.ErrorUntil),
+		ComputeMicros: e.took.Microseconds(),
+		Fence:         fence,
+	}
+	if e.negative {
+		env.Flags |= flagNegative
+	} else {
+		b, err := c.opts.Codec.Marshal(&e.value)
+		if err != nil {
+			return nil, fmt.Errorf("%w: encode: %w", ErrCodec, err)
+		}
+		if len(b) > c.opts.MaxValueBytes {
+			return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Options.MaxValueBytes)", ErrValueTooLarge, len(b), c.opts.MaxValueBytes)
+		}
+		env.Value = b
+	}
+	return encodeEnvelope(&env)
+}
+
+// fill writes e under the fence of l and releases l. stored is false when a
+// newer lease, Set or Delete fenced the write out, or Redis failed; err is
+// set only when the value could not be encoded.
+func (c *Cache[V]) fill(ctx context.Context, k keys, l *lease.Lease, e entry[V]) (stored bool, err error) {
+	b, err := c.encode(e, l.Fence())
+	if err != nil {
+		return false, err
+	}
+	px := max(e.w.Expire().Milliseconds(), 1)
+	n, err := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence},
+		b, px, l.Token(), l.Fence(), k.channel).Int64()
+	if err != nil {
+		c.redisFailed(ctx, err)
+		return false, nil // the value is good; only storing it failed
+	}
+	if n == 0 {
+		c.stats.fencedOut.Add(1)
+	}
+	return n == 1, nil
+}
+
+// fillNegative caches a "not found" for NegativeTTL. It reports whether the
+// fill script ran (and so released the lease).
+func (c *Cache[V]) fillNegative(ctx context.Context, k keys, l *lease.Lease) bool {
+	if c.opts.NegativeTTL <= 0 {
+		return false
+	}
+	stored, err := c.fill(ctx, k, l, entry[V]{w: c.policy.WriteNegative(time.Now()), negative: true})
+	if stored {
+		c.stats.negativeStored.Add(1)
+	}
+	return err == nil && stored
+}
+
+// abandon releases l without a value and wakes the waiters.
+func (c *Cache[V]) abandon(ctx context.Context, k keys, l *lease.Lease) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := abandonScript.Run(actx, c.rdb, []string{k.lease}, l.Token(), k.channel).Err(); err != nil {
+		c.redisFailed(actx, err)
+	}
+}
+
+// localStore holds entries in memory for a Cache without Redis. Entries past
+// their last window are dropped on read and by a periodic sweep.
+type localStore[V any] struct {
+	mu sync.RWMutex
+	m  map[string]entry[V]
+}
+
+func newLocalStore[V any]() *localStore[V] {
+	return &localStore[V]{m: make(map[string]entry[V])}
+}
+
+func (s *localStore[V]) get(key string, now time.Time) (entry[V], bool) {
+	s.mu.RLock()
+	e, ok := s.m[key]
+	s.mu.RUnlock()
+	if ok && !now.Before(e.w.ErrorUntil) {
+		s.mu.Lock()
+		if cur, still := s.m[key]; still && !now.Before(cur.w.ErrorUntil) {
+			delete(s.m, key)
+		}
+		s.mu.Unlock()
+		return entry[V]{}, false
+	}
+	return e, ok
+}
+
+func (s *localStore[V]) put(key string, e entry[V]) {
+	s.mu.Lock()
+	s.m[key] = e
+	s.mu.Unlock()
+}
+
+func (s *localStore[V]) delete(key string) {
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
+}
+
+func (s *localStore[V]) sweep(now time.Time) {
+	s.mu.Lock()
+	for k, e := range s.m {
+		if !now.Before(e.w.ErrorUntil) {
+			delete(s.m, k)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// computeMeta carries what a compute function says about its own result.
+type computeMeta struct {
+	mu  sync.Mutex
+	ttl time.Duration
+}
+
+func (m *computeMeta) get() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ttl
+}
+
+type metaKey struct{}
+
+var computeMetaKey = &metaKey{}
+
+// SetTTL sets the TTL of the value being computed, overriding Options.TTL
+// for this entry (an upstream's max-age, say). Call it from within the
+// compute function with the context it was given; it reports false, and
+// does nothing, for any other context or a TTL under 1ms.
+func SetTTL(ctx context.Context, ttl time.Duration) bool {
+	m, ok := ctx.Value(computeMetaKey).(*computeMeta)
+	if !ok || ttl < time.Millisecond {
+		return false
+	}
+	m.mu.Lock()
+	m.ttl = ttl
+	m.mu.Unlock()
+	return true
+}
