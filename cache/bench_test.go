@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"sync"
@@ -35,19 +36,26 @@ type rawGet struct {
 
 func (r rawGet) get(ctx context.Context) error { return r.rdb.Get(ctx, r.key).Err() }
 
-type cacheGet struct{ c *cache.Cache[benchValue] }
+type cacheGet[V any] struct {
+	c  *cache.Cache[V]
+	fn func(context.Context) (V, error)
+}
 
-func (g cacheGet) get(ctx context.Context) error {
-	_, err := g.c.GetOrCompute(ctx, "hot", func(context.Context) (benchValue, error) { return benchVal, nil })
+func (g cacheGet[V]) get(ctx context.Context) error {
+	_, err := g.c.GetOrCompute(ctx, "hot", g.fn)
 	return err
 }
 
-func BenchmarkHit(b *testing.B) {
+// hitImpls stores v in a cache and returns the two getters over the same bytes.
+func hitImpls[V any](b *testing.B, v V) []struct {
+	name string
+	g    getter
+} {
 	ctx := context.Background()
 	rdb := redistest.Client(b)
 	ns := redistest.Prefix(b)
-	c := newCache[benchValue](b, rdb, cache.Options{Namespace: ns, TTL: time.Hour})
-	if err := c.Set(ctx, "hot", benchVal); err != nil {
+	c := newCache[V](b, rdb, cache.Options{Namespace: ns, TTL: time.Hour})
+	if err := c.Set(ctx, "hot", v); err != nil {
 		b.Fatal(err)
 	}
 	// The raw GET reads the very bytes the cache stored.
@@ -59,34 +67,49 @@ func BenchmarkHit(b *testing.B) {
 	if err := rdb.Set(ctx, rawKey, raw, time.Hour).Err(); err != nil {
 		b.Fatal(err)
 	}
-	impls := []struct {
+	return []struct {
 		name string
 		g    getter
 	}{
 		{"raw-get", rawGet{rdb: rdb, key: rawKey}},
-		{"stampede", cacheGet{c: c}},
+		{"stampede", cacheGet[V]{c: c, fn: func(context.Context) (V, error) { return v, nil }}},
 	}
-	for _, impl := range impls {
-		b.Run(impl.name+"/par=1", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := impl.g.get(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(impl.name+"/par=8", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(4) // 4 x GOMAXPROCS(2) goroutines
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
+}
+
+func BenchmarkHit(b *testing.B) {
+	ctx := context.Background()
+	for _, value := range []string{"struct", "bytes-1k"} {
+		var impls []struct {
+			name string
+			g    getter
+		}
+		if value == "struct" {
+			impls = hitImpls(b, benchVal)
+		} else {
+			impls = hitImpls(b, bytes.Repeat([]byte("x"), 1024))
+		}
+		for _, impl := range impls {
+			b.Run("value="+value+"/impl="+impl.name+"/par=1", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
 					if err := impl.g.get(ctx); err != nil {
-						b.Error(err)
-						return
+						b.Fatal(err)
 					}
 				}
 			})
-		})
+			b.Run("value="+value+"/impl="+impl.name+"/par=8", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(4) // 4 x GOMAXPROCS(2) goroutines
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := impl.g.get(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
 	}
 }
 

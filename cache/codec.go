@@ -1,6 +1,10 @@
 package cache
 
-import "github.com/vmihailenco/msgpack/v5"
+import (
+	"bytes"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
 
 // Codec turns values into bytes for Redis and back. Implementations must be
 // safe for concurrent use.
@@ -24,3 +28,34 @@ func (MsgpackCodec) Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }
 func (MsgpackCodec) Unmarshal(data []byte, v any) error { return msgpack.Unmarshal(data, v) }
 
 var _ Codec = MsgpackCodec{}
+
+// defaultCodec is MsgpackCodec, with []byte and string values kept as their
+// raw bytes: no framing to add and none to parse on every hit.
+type defaultCodec struct{ MsgpackCodec }
+
+// Marshal implements [Codec].
+func (d defaultCodec) Marshal(v any) ([]byte, error) {
+	switch p := v.(type) {
+	case *[]byte:
+		return *p, nil
+	case *string:
+		return []byte(*p), nil
+	}
+	return d.MsgpackCodec.Marshal(v)
+}
+
+// Unmarshal implements [Codec].
+func (d defaultCodec) Unmarshal(data []byte, v any) error {
+	switch p := v.(type) {
+	case *[]byte:
+		*p = bytes.Clone(data)
+		if *p == nil {
+			*p = []byte{}
+		}
+		return nil
+	case *string:
+		*p = string(data)
+		return nil
+	}
+	return d.MsgpackCodec.Unmarshal(data, v)
+}

@@ -58,7 +58,8 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 			c.refreshAsync(key, e, fn)
 			return c.answer(e.loaded(Stale), nil)
 		case stale.Expired:
-			prev = &e // answers if the recompute fails
+			expired := e    // a copy, so e stays on the stack on the hit path
+			prev = &expired // answers if the recompute fails
 		}
 	}
 	return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {

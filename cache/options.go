@@ -75,7 +75,8 @@ type Options struct {
 	MaxValueBytes int
 	// MaxKeyBytes caps a key. Default: 1024.
 	MaxKeyBytes int
-	// Codec encodes values for Redis. Default: [MsgpackCodec].
+	// Codec encodes values for Redis. Default: [MsgpackCodec], except that a
+	// []byte or string V is stored as its raw bytes.
 	Codec Codec
 	// BreakerThreshold is how many Redis failures in a row open the circuit
 	// breaker, after which calls compute locally (Outcome Degraded) without
@@ -122,7 +123,7 @@ func (o *Options) setDefaults() {
 		o.RefreshTimeout = o.ComputeTimeout
 	}
 	if o.Codec == nil {
-		o.Codec = MsgpackCodec{}
+		o.Codec = defaultCodec{}
 	}
 	if o.BreakerThreshold == 0 {
 		o.BreakerThreshold = 5

@@ -72,7 +72,9 @@ func (c *Cache[V]) readRedis(ctx context.Context, valueKey string, count bool) (
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	env, err := decodeEnvelope(b)
 	if err == nil && env.Flags&flagNegative == 0 {
-		err = c.opts.Codec.Unmarshal(env.Value, &e.value)
+		var v V // decoded apart from e, so only V escapes to the heap
+		err = c.opts.Codec.Unmarshal(env.Value, &v)
+		e.value = v
 	}
 	if err != nil {
 		if count {
