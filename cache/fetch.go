@@ -159,7 +159,7 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 		return c.onError(prev, Miss, r.err)
 	}
 	now := time.Now()
-	w := c.policy.Write(now, r.ttl, rand.Float64())
+	w := r.policy.Write(now, 0, rand.Float64())
 	stored, err := c.fill(ctx, k, l, entry[V]{value: r.value, w: w, took: r.took})
 	filled = err == nil || stored
 	return loaded[V]{value: r.value, outcome: Miss, created: now}, err
@@ -182,7 +182,8 @@ type computed[V any] struct {
 	value V
 	err   error
 	took  time.Duration
-	ttl   time.Duration // set by fn with SetTTL; 0 for the policy's
+	// policy is the cache's, with what fn set by SetTTL and SetStale.
+	policy stale.Policy
 }
 
 // compute runs fn bounded by ComputeTimeout, turning a panic into a
@@ -190,7 +191,7 @@ type computed[V any] struct {
 func (c *Cache[V]) compute(ctx context.Context, fn func(context.Context) (V, error)) (r computed[V]) {
 	cctx, cancel := context.WithTimeout(ctx, c.opts.ComputeTimeout)
 	defer cancel()
-	meta := &computeMeta{}
+	meta := newComputeMeta()
 	cctx = context.WithValue(cctx, computeMetaKey, meta)
 	c.stats.computes.Add(1)
 	start := time.Now()
@@ -202,7 +203,7 @@ func (c *Cache[V]) compute(ctx context.Context, fn func(context.Context) (V, err
 		if r.err != nil && !errors.Is(r.err, ErrNotFound) {
 			c.stats.computeErrors.Add(1)
 		}
-		r.ttl = meta.get()
+		r.policy = meta.policy(c.policy)
 	}()
 	r.value, r.err = fn(cctx)
 	return r
@@ -316,7 +317,7 @@ func (c *Cache[V]) computeLocal(ctx context.Context, key string, fn func(context
 		}
 		return c.onError(prev, Miss, r.err)
 	}
-	c.local.put(key, entry[V]{value: r.value, w: c.policy.Write(now, r.ttl, rand.Float64()), took: r.took})
+	c.local.put(key, entry[V]{value: r.value, w: r.policy.Write(now, 0, rand.Float64()), took: r.took})
 	return loaded[V]{value: r.value, outcome: Miss, created: now}, nil
 }
 

@@ -292,3 +292,24 @@ func TestEarlyRefresh(t *testing.T) {
 		})
 	}
 }
+
+func TestComputeSetsItsOwnStaleWindows(t *testing.T) {
+	rdb := redistest.Client(t)
+	c := newCache[string](t, rdb, cache.Options{TTL: time.Hour})
+	ctx := context.Background()
+	if cache.SetStale(ctx, time.Second, time.Second) {
+		t.Fatal("SetStale outside a compute reported success")
+	}
+	_, err := c.GetOrCompute(ctx, "k", func(ctx context.Context) (string, error) {
+		cache.SetTTL(ctx, 2*time.Second)
+		cache.SetStale(ctx, 3*time.Second, 10*time.Second)
+		return "v", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kept for TTL + max(stale, stale-if-error) = 12s.
+	if ttl := rdb.PTTL(ctx, "{"+c.Namespace()+":k}:v").Val(); ttl <= 11*time.Second || ttl > 12*time.Second {
+		t.Fatalf("kept for %s, want 12s", ttl)
+	}
+}

@@ -221,31 +221,62 @@ func (s *localStore[V]) sweep(now time.Time) {
 
 // computeMeta carries what a compute function says about its own result.
 type computeMeta struct {
-	mu  sync.Mutex
-	ttl time.Duration
+	mu           sync.Mutex
+	ttl          time.Duration // 0: the policy's
+	stale        time.Duration // < 0: the policy's
+	staleIfError time.Duration // < 0: the policy's
 }
 
-func (m *computeMeta) get() time.Duration {
+func newComputeMeta() *computeMeta { return &computeMeta{stale: -1, staleIfError: -1} }
+
+// policy returns p with the compute function's overrides applied.
+func (m *computeMeta) policy(p stale.Policy) stale.Policy {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.ttl
+	return p.With(m.ttl, m.stale, m.staleIfError)
 }
 
 type metaKey struct{}
 
 var computeMetaKey = &metaKey{}
 
+func metaFrom(ctx context.Context) *computeMeta {
+	m, _ := ctx.Value(computeMetaKey).(*computeMeta)
+	return m
+}
+
 // SetTTL sets the TTL of the value being computed, overriding Options.TTL
 // for this entry (an upstream's max-age, say). Call it from within the
 // compute function with the context it was given; it reports false, and
 // does nothing, for any other context or a TTL under 1ms.
 func SetTTL(ctx context.Context, ttl time.Duration) bool {
-	m, ok := ctx.Value(computeMetaKey).(*computeMeta)
-	if !ok || ttl < time.Millisecond {
+	m := metaFrom(ctx)
+	if m == nil || ttl < time.Millisecond {
 		return false
 	}
 	m.mu.Lock()
 	m.ttl = ttl
+	m.mu.Unlock()
+	return true
+}
+
+// SetStale sets the stale-while-revalidate and stale-if-error windows of the
+// value being computed, overriding Options.Stale and Options.StaleIfError
+// for this entry (an upstream's Cache-Control directives, say). A negative
+// duration keeps the option's. Like [SetTTL] it works only inside the
+// compute function and reports whether it did.
+func SetStale(ctx context.Context, staleFor, staleIfError time.Duration) bool {
+	m := metaFrom(ctx)
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	if staleFor >= 0 {
+		m.stale = staleFor
+	}
+	if staleIfError >= 0 {
+		m.staleIfError = staleIfError
+	}
 	m.mu.Unlock()
 	return true
 }

@@ -52,6 +52,23 @@ func (p Policy) Validate() error {
 	return nil
 }
 
+// With returns p with its windows replaced for one entry: each argument
+// that is not negative replaces TTL, Stale and StaleIfError in turn (an
+// origin's max-age, stale-while-revalidate and stale-if-error, say). A TTL
+// of 0 keeps p's.
+func (p Policy) With(ttl, staleFor, staleIfError time.Duration) Policy {
+	if ttl > 0 {
+		p.TTL = ttl
+	}
+	if staleFor >= 0 {
+		p.Stale = staleFor
+	}
+	if staleIfError >= 0 {
+		p.StaleIfError = staleIfError
+	}
+	return p
+}
+
 // Windows are the ends of an entry's windows.
 type Windows struct {
 	// Created is when the entry was written.

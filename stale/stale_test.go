@@ -204,3 +204,17 @@ func TestStateNames(t *testing.T) {
 		}
 	}
 }
+
+func TestWithOverridesPerEntry(t *testing.T) {
+	p := stale.Policy{TTL: time.Minute, Stale: time.Second, StaleIfError: time.Hour}
+	q := p.With(5*time.Second, 2*time.Second, -1)
+	if q.TTL != 5*time.Second || q.Stale != 2*time.Second || q.StaleIfError != time.Hour {
+		t.Fatalf("%+v", q)
+	}
+	if r := p.With(0, -1, 0); r.TTL != time.Minute || r.Stale != time.Second || r.StaleIfError != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if p.TTL != time.Minute {
+		t.Fatal("With changed the receiver")
+	}
+}
