@@ -29,6 +29,11 @@ var (
 	// a missing key does not stampede the origin either; callers get an
 	// error matching ErrNotFound until then.
 	ErrNotFound = errors.New("cache: not found")
+	// ErrUncacheable is what a compute function returns (wrapped, with its
+	// result in the error) to hand a result back without storing it and
+	// without a stale value standing in for it: a response marked private,
+	// say. Callers sharing the call get the same error.
+	ErrUncacheable = errors.New("cache: uncacheable result")
 	// ErrCodec means the value could not be encoded or decoded by the codec.
 	ErrCodec = errors.New("cache: codec")
 )

@@ -168,7 +168,7 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 // onError answers a failed compute with prev when it is inside its
 // stale-if-error window, and with the error otherwise.
 func (c *Cache[V]) onError(prev *entry[V], o Outcome, err error) (loaded[V], error) {
-	if prev != nil && !prev.negative && !errors.Is(err, ErrNotFound) && prev.w.UsableOnError(time.Now()) {
+	if prev != nil && !prev.negative && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUncacheable) && prev.w.UsableOnError(time.Now()) {
 		c.stats.staleOnError.Add(1)
 		l := prev.loaded(Stale)
 		l.cause = err
@@ -200,7 +200,7 @@ func (c *Cache[V]) compute(ctx context.Context, fn func(context.Context) (V, err
 		if p := recover(); p != nil {
 			r.err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
-		if r.err != nil && !errors.Is(r.err, ErrNotFound) {
+		if r.err != nil && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrUncacheable) {
 			c.stats.computeErrors.Add(1)
 		}
 		r.policy = meta.policy(c.policy)

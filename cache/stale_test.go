@@ -313,3 +313,25 @@ func TestComputeSetsItsOwnStaleWindows(t *testing.T) {
 		t.Fatalf("kept for %s, want 12s", ttl)
 	}
 }
+
+type privateResult struct{ v string }
+
+func (p *privateResult) Error() string { return "private: " + p.v }
+func (p *privateResult) Unwrap() error { return cache.ErrUncacheable }
+
+// An uncacheable result is handed back as is: not stored, and no stale value
+// stands in for it.
+func TestUncacheableResultIsNotReplacedByStale(t *testing.T) {
+	ns := redistest.Prefix(t)
+	rdb := redistest.Client(t)
+	writeStale(t, rdb, ns, "k", "old", cache.Options{StaleIfError: time.Hour})
+	c := newCache[string](t, rdb, cache.Options{Namespace: ns, StaleIfError: time.Hour})
+	r, err := c.Fetch(context.Background(), "k", func(context.Context) (string, error) { return "", &privateResult{"mine"} })
+	var pr *privateResult
+	if !errors.As(err, &pr) || pr.v != "mine" || r.Outcome != cache.Miss || r.Value != "" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if st := c.Stats(); st.StaleOnError != 0 || st.ComputeErrors != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

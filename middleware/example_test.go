@@ -1,0 +1,53 @@
+package middleware_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/embedded"
+	"github.com/stampede-go/stampede/middleware"
+)
+
+func Example() {
+	env, err := embedded.Open(os.Getenv) // $REDIS_URL, or a redis-server on a free loopback port
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer env.Close()
+	rdb := redis.NewClient(env.Options)
+	defer rdb.Close()
+
+	responses, err := middleware.NewCache(rdb, cache.Options{Namespace: "example-http"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer responses.Close()
+
+	r := chi.NewRouter()
+	r.With(middleware.Cache(responses)).Get("/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "report %s", chi.URLParam(r, "id"))
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+
+	for range 2 {
+		res, err := http.Get(srv.URL + "/reports/42")
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		fmt.Println(res.Header.Get("X-Cache"), string(body))
+	}
+	// Output:
+	// MISS report 42
+	// HIT report 42
+}

@@ -1,0 +1,74 @@
+package middleware
+
+import (
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Key returns the default cache key of r: the method class (HEAD shares
+// GET's entries), host, path and query with parameters sorted by name
+// (values keep their order), followed by the values of the request headers
+// named in vary. Parts are length-prefixed, so distinct requests never
+// produce the same key.
+func Key(r *http.Request, vary []string) string {
+	var b strings.Builder
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	part := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	part(method)
+	part(strings.ToLower(r.Host))
+	path := r.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	part(path)
+	part(sortedQuery(r.URL.RawQuery))
+	for _, name := range vary {
+		name = textproto.CanonicalMIMEHeaderKey(name)
+		part(name)
+		part(strings.Join(r.Header.Values(name), "\x00"))
+	}
+	return b.String()
+}
+
+// sortedQuery re-encodes a query with its parameters sorted by name. A
+// query that does not parse is kept verbatim, so it still keys distinctly.
+func sortedQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "!" + raw
+	}
+	return q.Encode() // Encode sorts by key
+}
+
+// varyNames parses the Vary header values into canonical header names,
+// sorted and deduplicated. star reports a "Vary: *".
+func varyNames(h http.Header) (names []string, star bool) {
+	for _, v := range h.Values("Vary") {
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			switch f {
+			case "":
+			case "*":
+				star = true
+			default:
+				names = append(names, textproto.CanonicalMIMEHeaderKey(f))
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), star
+}

@@ -1,0 +1,85 @@
+package middleware
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func request(host, path, rawQuery, lang string) *http.Request {
+	r := &http.Request{Method: http.MethodGet, Host: host, URL: &url.URL{Path: path, RawQuery: rawQuery}, Header: http.Header{}}
+	if lang != "" {
+		r.Header.Set("Accept-Language", lang)
+	}
+	return r
+}
+
+func TestKeyParts(t *testing.T) {
+	vary := []string{"Accept-Language"}
+	same := [][2]*http.Request{
+		{request("a.example", "/p", "x=1&y=2", ""), request("A.example", "/p", "y=2&x=1", "")},
+		{request("h", "/p", "", "en"), request("h", "/p", "", "en")},
+	}
+	for _, p := range same {
+		if Key(p[0], vary) != Key(p[1], vary) {
+			t.Errorf("%q != %q", Key(p[0], vary), Key(p[1], vary))
+		}
+	}
+	differ := [][2]*http.Request{
+		{request("h", "/p", "x=1", ""), request("h", "/p", "x=2", "")},
+		{request("h", "/p", "", "en"), request("h", "/p", "", "fr")},
+		{request("h", "/a", "b", ""), request("h", "/a?b", "", "")},
+		{request("h1", "/p", "", ""), request("h", "1/p", "", "")},
+		{request("h", "/p", "x=1&x=2", ""), request("h", "/p", "x=2&x=1", "")}, // value order matters
+	}
+	for _, p := range differ {
+		if Key(p[0], vary) == Key(p[1], vary) {
+			t.Errorf("distinct requests share key %q", Key(p[0], vary))
+		}
+	}
+	head := request("h", "/p", "", "")
+	head.Method = http.MethodHead
+	if Key(head, nil) != Key(request("h", "/p", "", ""), nil) {
+		t.Error("HEAD does not share GET's key")
+	}
+}
+
+// FuzzKey: no panics, and two requests share a key only when their
+// normalised parts are equal.
+func FuzzKey(f *testing.F) {
+	f.Add("h", "/p", "a=1&b=2", "en", "h", "/p", "b=2&a=1", "en")
+	f.Add("h", "/a", "b", "", "h", "/a?b", "", "")
+	f.Add("x", "/{}", "%zz", "\x00", "X", "/{}", "%zz", "\x00")
+	f.Fuzz(func(t *testing.T, h1, p1, q1, l1, h2, p2, q2, l2 string) {
+		vary := []string{"Accept-Language"}
+		r1, r2 := request(h1, p1, q1, l1), request(h2, p2, q2, l2)
+		k1, k2 := Key(r1, vary), Key(r2, vary)
+		if k1 != Key(r1, vary) {
+			t.Fatal("Key is not deterministic")
+		}
+		sameParts := strings.EqualFold(h1, h2) && r1.URL.EscapedPath() == r2.URL.EscapedPath() &&
+			sortedQuery(q1) == sortedQuery(q2) &&
+			strings.Join(r1.Header.Values("Accept-Language"), "\x00") == strings.Join(r2.Header.Values("Accept-Language"), "\x00")
+		if (k1 == k2) != sameParts {
+			t.Fatalf("keys equal=%v but parts equal=%v: %q %q", k1 == k2, sameParts, k1, k2)
+		}
+	})
+}
+
+func TestParseCacheControl(t *testing.T) {
+	h := http.Header{}
+	h.Add("Cache-Control", `public, max-age=60, s-maxage="120"`)
+	h.Add("Cache-Control", "stale-while-revalidate=30, stale-if-error=bogus, Private")
+	d := parseCacheControl(h)
+	if d.maxAge.Seconds() != 60 || d.sMaxAge.Seconds() != 120 || d.ttl().Seconds() != 120 ||
+		d.staleWhileRevalidate.Seconds() != 30 || d.staleIfError != -1 || !d.private || d.noStore {
+		t.Fatalf("%+v", d)
+	}
+	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=99999999999999999999"}}); d.maxAge != -1 {
+		t.Fatalf("overflowing max-age: %v", d.maxAge)
+	}
+	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=-5"}}); d.maxAge != -1 {
+		t.Fatalf("negative max-age: %v", d.maxAge)
+	}
+}
