@@ -28,6 +28,7 @@ type Cache[V any] struct {
 	notify *notifier
 	local  *localStore[V]
 	sf     singleflight.Group[loaded[V]]
+	reads  readGroup // shares concurrent hit-path GETs of one key
 	brk    breaker
 	sem    *semaphore.Weighted
 	stats  counters

@@ -59,3 +59,21 @@ func (d defaultCodec) Unmarshal(data []byte, v any) error {
 	}
 	return d.MsgpackCodec.Unmarshal(data, v)
 }
+
+// decodeRaw is defaultCodec's Unmarshal for []byte and string values,
+// without the interface call that would move the value to the heap. It
+// reports false for other types.
+func decodeRaw[V any](data []byte, v *V) bool {
+	switch p := any(v).(type) {
+	case *[]byte:
+		*p = bytes.Clone(data)
+		if *p == nil {
+			*p = []byte{}
+		}
+		return true
+	case *string:
+		*p = string(data)
+		return true
+	}
+	return false
+}

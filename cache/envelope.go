@@ -61,6 +61,9 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	if len(b) < 4 || b[0] != 0x90|envelopeFields || b[1] != 0xcd || b[2] != envelopeMagic>>8 || b[3] != envelopeMagic&0xff {
 		return e, errCorrupt
 	}
+	if e, ok := decodeFixed(b); ok {
+		return e, e.check()
+	}
 	r := reader{b: b[4:]}
 	version := r.int()
 	flags := r.int()
@@ -85,6 +88,46 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	}
 	e.Flags = uint8(flags)
 	return e, nil
+}
+
+// Offsets of the fixed-width layout that encodeEnvelope writes.
+const (
+	fixedInts   = 6
+	fixedIntsAt = 6
+	fixedBinAt  = fixedIntsAt + 9*fixedInts
+	fixedValAt  = fixedBinAt + 5
+)
+
+// decodeFixed reads the exact layout encodeEnvelope writes (every integer
+// as int64, the value as bin32) by offset; ok is false for any other
+// encoding, which the general reader then handles.
+func decodeFixed(b []byte) (e envelope, ok bool) {
+	if len(b) < fixedValAt || b[4] != envelopeVersion || b[5] > 0x7f || b[fixedBinAt] != 0xc6 {
+		return e, false
+	}
+	var ints [fixedInts]int64
+	for i := range ints {
+		at := fixedIntsAt + 9*i
+		if b[at] != 0xd3 {
+			return e, false
+		}
+		ints[i] = int64(binary.BigEndian.Uint64(b[at+1 : at+9]))
+	}
+	if n := binary.BigEndian.Uint32(b[fixedBinAt+1 : fixedValAt]); uint64(n) != uint64(len(b)-fixedValAt) {
+		return e, false
+	}
+	e.Flags = b[5]
+	e.Created, e.FreshUntil, e.StaleUntil, e.ErrorUntil, e.ComputeMicros, e.Fence = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
+	e.Value = b[fixedValAt:]
+	return e, true
+}
+
+// check validates an envelope's times.
+func (e envelope) check() error {
+	if e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil || e.ErrorUntil < e.StaleUntil || e.ComputeMicros < 0 || e.Fence < 0 {
+		return fmt.Errorf("%w: inconsistent times", errCorrupt)
+	}
+	return nil
 }
 
 // reader reads msgpack integers and binary strings; the first error sticks.
@@ -187,4 +230,5 @@ func (r *reader) bin() []byte {
 
 func toMillis(t time.Time) int64 { return t.UnixMilli() }
 
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms) }
+// fromMillis returns a UTC time: no location pointer to copy around.
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -46,35 +46,73 @@ const flagNegative = 1
 // lookup reads key from Redis or from the local store. A missing, corrupt
 // or foreign entry is not found (corrupt ones are counted); only Redis
 // failures are errors.
+//
+// Concurrent lookups of one key in a process share one GET: under a hot key
+// that turns N round trips into one, and each caller still decodes its own
+// copy of the value. Only this first read is shared; the lease paths read on
+// their own, so that a read that started before a fill cannot stand in for
+// one that must see it.
 func (c *Cache[V]) lookup(ctx context.Context, key string) (entry[V], bool, error) {
 	if c.rdb == nil {
 		e, ok := c.local.get(key, time.Now())
 		return e, ok, nil
 	}
-	return c.readRedis(ctx, c.valueKey(key), true)
+	r, err := c.reads.do(ctx, key, func(ctx context.Context) (reply, error) {
+		return c.get(ctx, c.valueKey(key))
+	})
+	if err != nil {
+		return entry[V]{}, false, err
+	}
+	return c.decode(r, true)
 }
 
-// readRedis reads and decodes one envelope; count is false for re-reads of
-// an entry already counted as corrupt.
-func (c *Cache[V]) readRedis(ctx context.Context, valueKey string, count bool) (e entry[V], found bool, err error) {
+// reply is one GET's answer: the raw envelope, or none.
+type reply struct {
+	s     string
+	found bool
+}
+
+// get runs one GET, recording Redis' health for the breaker.
+func (c *Cache[V]) get(ctx context.Context, valueKey string) (reply, error) {
 	s, err := c.rdb.Get(ctx, valueKey).Result()
 	if errors.Is(err, redis.Nil) {
 		c.brk.success()
-		return e, false, nil
+		return reply{}, nil
 	}
 	if err != nil {
 		c.redisFailed(ctx, err)
-		return e, false, fmt.Errorf("cache: read %s: %w", valueKey, err)
+		return reply{}, fmt.Errorf("cache: read %s: %w", valueKey, err)
 	}
 	c.brk.success()
+	return reply{s: s, found: true}, nil
+}
+
+// readRedis reads and decodes one envelope with a GET of its own; count is
+// false for re-reads of an entry already counted as corrupt.
+func (c *Cache[V]) readRedis(ctx context.Context, valueKey string, count bool) (entry[V], bool, error) {
+	r, err := c.get(ctx, valueKey)
+	if err != nil {
+		return entry[V]{}, false, err
+	}
+	return c.decode(r, count)
+}
+
+// decode turns a GET's reply into an entry.
+func (c *Cache[V]) decode(r reply, count bool) (e entry[V], found bool, err error) {
+	if !r.found {
+		return e, false, nil
+	}
+	s := r.s
 	// A read-only view of the reply, saving a copy per hit: the envelope
 	// decoder and Codec.Unmarshal must not modify data or keep it.
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	env, err := decodeEnvelope(b)
 	if err == nil && env.Flags&flagNegative == 0 {
-		var v V // decoded apart from e, so only V escapes to the heap
-		err = c.opts.Codec.Unmarshal(env.Value, &v)
-		e.value = v
+		if _, raw := c.opts.Codec.(defaultCodec); !raw || !decodeRaw(env.Value, &e.value) {
+			var v V // decoded apart from e, so only V escapes to the heap
+			err = c.opts.Codec.Unmarshal(env.Value, &v)
+			e.value = v
+		}
 	}
 	if err != nil {
 		if count {

@@ -1,0 +1,262 @@
+// Command bench runs load tests that show a cache stampede stopped, with
+// peers side by side in one run against one Redis.
+//
+//	go run -C bench .                 # the default suite, about a minute on 2 cores
+//	go run -C bench . -short          # every strategy for a second on a small size
+//	go run -C bench . -out out        # also results.json, results.md and PNG charts
+//
+// Scenario "storm": R replicas (each its own cache and Redis client) x C
+// callers hammer one hot key, then 1,000 Zipf-distributed keys, under a TTL
+// short enough that keys expire many times; every strategy runs in turn.
+// Scenario "http": R instances of a chi server with an expensive route,
+// driven by vegeta at a fixed rate, with the stampede middleware on and off.
+//
+// Redis: $REDIS_URL when set; else a redis-server child process on a free
+// loopback port; else an in-process server, whose figures are marked as not
+// comparable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/embedded"
+)
+
+type config struct {
+	replicas, callers, keys  int
+	originLatency, ttl       time.Duration
+	duration, think          time.Duration
+	valueSize                int
+	scenarios, strats, dists []string
+	httpInstances, httpRate  int
+	out                      string
+	short                    bool
+	cpuProfile               string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if _, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parse(args []string, errOut io.Writer) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var cfg config
+	fs.IntVar(&cfg.replicas, "replicas", 8, "simulated replicas, each with its own cache and Redis client")
+	fs.IntVar(&cfg.callers, "callers", 100, "concurrent callers per replica")
+	fs.IntVar(&cfg.keys, "keys", 1000, "keys of the Zipf distribution")
+	fs.DurationVar(&cfg.originLatency, "latency", 50*time.Millisecond, "origin latency")
+	fs.DurationVar(&cfg.ttl, "ttl", time.Second, "cache TTL (short, so keys expire many times)")
+	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "duration of each strategy's run")
+	fs.DurationVar(&cfg.think, "think", 10*time.Millisecond, "mean pause of a caller between requests (0: none)")
+	fs.IntVar(&cfg.valueSize, "value-size", 256, "value size in bytes")
+	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http")
+	strats := fs.String("strategies", "all", "comma-separated strategies of the storm scenario, or all: "+strings.Join(strategyNames(), ", "))
+	dists := fs.String("dists", "hot,zipf", "key distributions: hot, zipf")
+	fs.IntVar(&cfg.httpInstances, "http-instances", 4, "server instances of the http scenario")
+	fs.IntVar(&cfg.httpRate, "http-rate", 2000, "requests per second of the http scenario")
+	fs.StringVar(&cfg.out, "out", "", "directory for results.json, results.md and charts")
+	fs.BoolVar(&cfg.short, "short", false, "every strategy for a second on a small size (what CI runs)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if cfg.short {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		def := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		def("replicas", func() { cfg.replicas = 3 })
+		def("callers", func() { cfg.callers = 20 })
+		def("keys", func() { cfg.keys = 100 })
+		def("latency", func() { cfg.originLatency = 20 * time.Millisecond })
+		def("ttl", func() { cfg.ttl = 400 * time.Millisecond })
+		def("duration", func() { cfg.duration = time.Second })
+		def("http-instances", func() { cfg.httpInstances = 2 })
+		def("http-rate", func() { cfg.httpRate = 300 })
+	}
+	cfg.scenarios = split(*scenarios)
+	cfg.dists = split(*dists)
+	cfg.strats = split(*strats)
+	if slices.Contains(cfg.strats, "all") {
+		cfg.strats = strategyNames()
+	}
+	switch {
+	case cfg.replicas < 1 || cfg.replicas > 64, cfg.callers < 1 || cfg.callers > 10_000, cfg.keys < 2 || cfg.keys > 10_000_000:
+		return cfg, errors.New("need 1 <= replicas <= 64, 1 <= callers <= 10000, 2 <= keys <= 1e7")
+	case cfg.duration <= 0 || cfg.duration > time.Hour, cfg.ttl < 10*time.Millisecond, cfg.originLatency < 0, cfg.think < 0:
+		return cfg, errors.New("need 0 < duration <= 1h, ttl >= 10ms, latency and think >= 0")
+	case cfg.valueSize < 1 || cfg.valueSize > 1<<20, cfg.httpInstances < 1 || cfg.httpInstances > 64, cfg.httpRate < 1 || cfg.httpRate > 100_000:
+		return cfg, errors.New("need 1 <= value-size <= 1MiB, 1 <= http-instances <= 64, 1 <= http-rate <= 100000")
+	}
+	for _, s := range cfg.strats {
+		if !slices.Contains(strategyNames(), s) {
+			return cfg, fmt.Errorf("unknown strategy %q", s)
+		}
+	}
+	for _, s := range cfg.scenarios {
+		if s != "storm" && s != "http" && s != "hits" {
+			return cfg, fmt.Errorf("unknown scenario %q", s)
+		}
+	}
+	for _, d := range cfg.dists {
+		if d != "hot" && d != "zipf" {
+			return cfg, fmt.Errorf("unknown key distribution %q", d)
+		}
+	}
+	return cfg, nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func strategyNames() []string {
+	var out []string
+	for _, s := range strategies {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// run runs the suite, prints the table to out and a live progress line to
+// progressOut, and writes the output files when -out is given.
+func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv func(string) string) (*Report, error) {
+	cfg, err := parse(args, progressOut)
+	if err != nil {
+		return nil, err
+	}
+	env, err := embedded.Open(getenv)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	fmt.Fprintln(out, "Redis:", env.Description)
+	admin := redis.NewClient(env.Options)
+	defer admin.Close()
+	newClient := func() *redis.Client { return redis.NewClient(env.Options) }
+
+	rep := &Report{
+		Command:    "go run -C bench . " + strings.Join(args, " "),
+		Redis:      env.Description,
+		Comparable: env.Comparable,
+		Machine:    machine(ctx, admin),
+		StartedAt:  time.Now().UTC().Format(time.RFC3339),
+		Config: fmt.Sprintf("replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B; http: %d instances at %d req/s",
+			cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize, cfg.httpInstances, cfg.httpRate),
+	}
+	fmt.Fprintln(out, "Machine:", rep.Machine)
+	fmt.Fprintln(out, "Config: ", rep.Config)
+	if !env.Comparable {
+		fmt.Fprintln(out, "NOTE: figures from an in-process server are not comparable to a real Redis.")
+	}
+	p := &progress{w: progressOut}
+	dists := distributions(cfg.keys)
+	for _, scenario := range cfg.scenarios {
+		for _, d := range dists {
+			if !slices.Contains(cfg.dists, strings.SplitN(d.name, "-", 2)[0]) {
+				continue
+			}
+			switch scenario {
+			case "storm":
+				for _, def := range strategies {
+					if !slices.Contains(cfg.strats, def.name) {
+						continue
+					}
+					res, err := runStorm(ctx, cfg, admin, newClient, def, d, p)
+					if err != nil {
+						return nil, fmt.Errorf("storm %s %s: %w", d.name, def.name, err)
+					}
+					rep.Results = append(rep.Results, res)
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+				}
+			case "hits":
+				if !strings.HasPrefix(d.name, "hot") {
+					continue
+				}
+				for _, name := range []string{"raw-get", "go-redis-cache", "stampede-wait"} {
+					res, err := runHits(ctx, cfg, admin, newClient, name, p)
+					if err != nil {
+						return nil, fmt.Errorf("hits %s: %w", name, err)
+					}
+					rep.Results = append(rep.Results, res)
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+				}
+			case "http":
+				for _, on := range []bool{false, true} {
+					res, err := runHTTP(ctx, cfg, admin, newClient, on, d, p)
+					if err != nil {
+						return nil, fmt.Errorf("http %s: %w", d.name, err)
+					}
+					rep.Results = append(rep.Results, res)
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+				}
+			}
+		}
+	}
+	fmt.Fprintln(out)
+	writeTable(out, rep.Results)
+	if cfg.out != "" {
+		if err := writeOutputs(cfg.out, *rep); err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(out, "\nwrote", cfg.out+"/results.json, results.md and charts")
+	}
+	return rep, nil
+}
+
+func machine(ctx context.Context, admin *redis.Client) string {
+	version := "unknown"
+	if info, err := admin.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				version = v
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores, %s %s/%s, Redis %s", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, version)
+}

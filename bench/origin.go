@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// origin is the expensive upstream every strategy protects: it sleeps for
+// its latency, counts calls and tracks its peak concurrency, and remembers
+// when each key was computed so that calls can be grouped into expiries.
+type origin struct {
+	latency time.Duration
+	value   []byte
+
+	calls    atomic.Int64
+	inflight atomic.Int64
+	peak     atomic.Int64
+
+	mu    sync.Mutex
+	times map[string][]time.Time
+}
+
+func newOrigin(latency time.Duration, valueSize int) *origin {
+	v := make([]byte, valueSize)
+	for i := range v {
+		v[i] = byte('a' + i%26)
+	}
+	return &origin{latency: latency, value: v, times: make(map[string][]time.Time)}
+}
+
+func (o *origin) fetch(ctx context.Context, key string) ([]byte, error) {
+	o.calls.Add(1)
+	n := o.inflight.Add(1)
+	defer o.inflight.Add(-1)
+	for {
+		p := o.peak.Load()
+		if n <= p || o.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	o.mu.Lock()
+	o.times[key] = append(o.times[key], time.Now())
+	o.mu.Unlock()
+	t := time.NewTimer(o.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return o.value, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// expiries groups each key's calls into expiries: calls that start within
+// window of the first call of a group recompute the same expiry (a real
+// next expiry comes a whole TTL later).
+func (o *origin) expiries(window time.Duration) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var n int64
+	for _, ts := range o.times {
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		var start time.Time
+		for i, t := range ts {
+			if i == 0 || t.Sub(start) >= window {
+				n++
+				start = t
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/redis/go-redis/v9"
+)
+
+// keyDist picks the key of each request.
+type keyDist struct {
+	name string
+	pick func(rng *rand.Rand) string
+}
+
+func distributions(keys int) []keyDist {
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "k" + strconv.Itoa(i)
+	}
+	return []keyDist{
+		{"hot", func(*rand.Rand) string { return "hot" }},
+		{fmt.Sprintf("zipf-%d", keys), func(rng *rand.Rand) string {
+			// Zipf with s = 1.1 over the key space: a few keys take most requests.
+			z := rand.NewZipf(rng, 1.1, 1, uint64(keys-1))
+			return names[z.Uint64()]
+		}},
+	}
+}
+
+// recorder collects latencies (one histogram per replica) and outcomes.
+type recorder struct {
+	mu       []sync.Mutex
+	hists    []*hdrhistogram.Histogram
+	outcomes sync.Map // string -> *atomic.Int64
+	requests atomic.Int64
+	errors   atomic.Int64
+}
+
+func newRecorder(replicas int) *recorder {
+	r := &recorder{mu: make([]sync.Mutex, replicas)}
+	for range replicas {
+		r.hists = append(r.hists, newHist())
+	}
+	return r
+}
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) }
+
+func (r *recorder) record(replica int, lat time.Duration, outcome string, err error) {
+	r.requests.Add(1)
+	if err != nil {
+		r.errors.Add(1)
+		outcome = "error"
+	}
+	c, _ := r.outcomes.LoadOrStore(outcome, new(atomic.Int64))
+	c.(*atomic.Int64).Add(1)
+	r.mu[replica].Lock()
+	_ = r.hists[replica].RecordValue(max(lat.Microseconds(), 1))
+	r.mu[replica].Unlock()
+}
+
+func (r *recorder) merged() *hdrhistogram.Histogram {
+	h := newHist()
+	for i, x := range r.hists {
+		r.mu[i].Lock()
+		h.Merge(x)
+		r.mu[i].Unlock()
+	}
+	return h
+}
+
+func (r *recorder) outcomeMap() map[string]int64 {
+	m := map[string]int64{}
+	r.outcomes.Range(func(k, v any) bool {
+		m[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return m
+}
+
+// runStorm runs one strategy on one key distribution.
+func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient func() *redis.Client, def strategyDef, dist keyDist, progress *progress) (Result, error) {
+	env := &runEnv{origin: newOrigin(cfg.originLatency, cfg.valueSize), ttl: cfg.ttl,
+		prefix: fmt.Sprintf("bench:%d:%s:%s:", time.Now().UnixNano(), def.name, dist.name)}
+	for range cfg.replicas {
+		env.clients = append(env.clients, newClient())
+	}
+	defer func() {
+		for _, c := range env.clients {
+			_ = c.Close()
+		}
+	}()
+	s, err := def.build(env)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close()
+
+	before, err := commandCalls(ctx, admin)
+	if err != nil {
+		return Result{}, err
+	}
+	rec := newRecorder(cfg.replicas)
+	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	start := time.Now()
+	progress.start(fmt.Sprintf("storm/%s %s", dist.name, def.name), start, cfg.duration, &rec.requests)
+	warmc := make(chan heapFigure, 1)
+	warmTimer := time.AfterFunc(cfg.duration/5, func() { warmc <- heapNow() })
+	var wg sync.WaitGroup
+	for r := range cfg.replicas {
+		for c := range cfg.callers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(r), uint64(c)))
+				think := time.NewTimer(0)
+				defer think.Stop()
+				<-think.C
+				for runCtx.Err() == nil {
+					key := dist.pick(rng)
+					t0 := time.Now()
+					outcome, err := s.get(runCtx, r, key)
+					if runCtx.Err() != nil {
+						return // the run ended mid-call: not a figure
+					}
+					rec.record(r, time.Since(t0), outcome, err)
+					if cfg.think > 0 {
+						// Spread callers out: a think time in ±50%.
+						think.Reset(cfg.think/2 + rand.N(cfg.think+1))
+						select {
+						case <-think.C:
+						case <-runCtx.Done():
+						}
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var warm heapFigure
+	if !warmTimer.Stop() {
+		warm = <-warmc
+	}
+	progress.stop()
+	end := heapNow()
+	after, err := commandCalls(ctx, admin)
+	if err != nil {
+		return Result{}, err
+	}
+	h := rec.merged()
+	res := Result{
+		Scenario: "storm", Strategy: def.name, Keys: dist.name, Description: def.description,
+		Replicas: cfg.replicas, Callers: cfg.callers, InProcessOnly: def.inProcess,
+		DurationSec:   elapsed.Seconds(),
+		Requests:      rec.requests.Load(),
+		Errors:        rec.errors.Load(),
+		OriginCalls:   env.origin.calls.Load(),
+		Expiries:      env.origin.expiries(cfg.ttl / 2),
+		PeakOrigin:    env.origin.peak.Load(),
+		Latency:       latencies(h),
+		Outcomes:      rec.outcomeMap(),
+		RedisCommands: after - before,
+		HeapWarmMB:    warm.mb, HeapEndMB: end.mb,
+		cdf:           cdf(h),
+	}
+	res.finish(elapsed)
+	if ss, ok := s.(*stampedeStrategy); ok {
+		st := ss.stats()
+		res.FencedOut, res.Refreshes = st.FencedOut, st.Refreshes
+	}
+	return res, nil
+}
+
+type heapFigure struct{ mb float64 }
+
+// heapNow is the live heap after a GC.
+func heapNow() heapFigure {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return heapFigure{mb: float64(m.HeapAlloc) / (1 << 20)}
+}
