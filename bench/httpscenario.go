@@ -91,13 +91,10 @@ func runHTTP(ctx context.Context, cfg config, admin *redis.Client, newClient fun
 		vegeta.Workers(64), vegeta.MaxWorkers(4096), vegeta.MaxConnections(4096))
 	rate := vegeta.Rate{Freq: cfg.httpRate, Per: time.Second}
 
-	before, err := commandCalls(ctx, admin)
-	if err != nil {
-		return Result{}, err
-	}
+	before := commandCalls(ctx, admin)
 	rec := newRecorder(1)
 	start := time.Now()
-	progress.start(fmt.Sprintf("http/%s %s", dist.name, name), start, cfg.duration, &rec.requests)
+	progress.start(fmt.Sprintf("http/%s %s", dist.name, name), start, cfg.duration, &rec.done)
 	for res := range attacker.Attack(vegeta.Targeter(targeter), rate, cfg.duration, name) {
 		var err error
 		switch {
@@ -110,26 +107,26 @@ func runHTTP(ctx context.Context, cfg config, admin *redis.Client, newClient fun
 		if outcome == "" {
 			outcome = "origin"
 		}
-		rec.record(0, res.Latency, outcome, err)
+		rec.done.Add(1)
+		if res.Timestamp.After(start.Add(cfg.duration / 5)) { // leave the cold start out
+			rec.record(0, res.Latency, outcome, err)
+		}
 		if ctx.Err() != nil {
 			attacker.Stop()
 		}
 	}
 	elapsed := time.Since(start)
 	progress.stop()
-	after, err := commandCalls(ctx, admin)
-	if err != nil {
-		return Result{}, err
-	}
+	after := commandCalls(ctx, admin)
 	h := rec.merged()
 	res := Result{
 		Scenario: "http", Strategy: name, Keys: dist.name, Replicas: cfg.httpInstances,
 		Description: fmt.Sprintf("%d chi instances, vegeta at %d req/s round-robin", cfg.httpInstances, cfg.httpRate),
 		DurationSec: elapsed.Seconds(), Requests: rec.requests.Load(), Errors: rec.errors.Load(),
 		OriginCalls: o.calls.Load(), Expiries: o.expiries(ttl / 2), PeakOrigin: o.peak.Load(),
-		Latency: latencies(h), Outcomes: rec.outcomeMap(), RedisCommands: after - before, cdf: cdf(h),
+		Latency: latencies(h), Outcomes: rec.outcomeMap(), RedisCommands: commandsBetween(before, after), cdf: cdf(h),
 		InProcessOnly: !withMiddleware,
 	}
-	res.finish(elapsed)
+	res.finish(elapsed - cfg.duration/5)
 	return res, nil
 }

@@ -188,7 +188,7 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 	if !env.Comparable {
 		fmt.Fprintln(out, "NOTE: figures from an in-process server are not comparable to a real Redis.")
 	}
-	p := &progress{w: progressOut}
+	p := &progress{w: progressOut, live: isTerminal(progressOut)}
 	dists := distributions(cfg.keys)
 	for _, scenario := range cfg.scenarios {
 		for _, d := range dists {
@@ -259,4 +259,14 @@ func machine(ctx context.Context, admin *redis.Client) string {
 		}
 	}
 	return fmt.Sprintf("%d cores, %s %s/%s, Redis %s", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, version)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

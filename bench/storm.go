@@ -42,6 +42,7 @@ type recorder struct {
 	outcomes sync.Map // string -> *atomic.Int64
 	requests atomic.Int64
 	errors   atomic.Int64
+	done     atomic.Int64 // every completed call, warm-up included: for the progress line
 }
 
 func newRecorder(replicas int) *recorder {
@@ -52,7 +53,9 @@ func newRecorder(replicas int) *recorder {
 	return r
 }
 
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) }
+func newHist() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+}
 
 func (r *recorder) record(replica int, lat time.Duration, outcome string, err error) {
 	r.requests.Add(1)
@@ -104,15 +107,13 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 	}
 	defer s.close()
 
-	before, err := commandCalls(ctx, admin)
-	if err != nil {
-		return Result{}, err
-	}
+	before := commandCalls(ctx, admin)
 	rec := newRecorder(cfg.replicas)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
 	start := time.Now()
-	progress.start(fmt.Sprintf("storm/%s %s", dist.name, def.name), start, cfg.duration, &rec.requests)
+	progress.start(fmt.Sprintf("storm/%s %s", dist.name, def.name), start, cfg.duration, &rec.done)
+	warmEnd := start.Add(cfg.duration / 5)
 	warmc := make(chan heapFigure, 1)
 	warmTimer := time.AfterFunc(cfg.duration/5, func() { warmc <- heapNow() })
 	var wg sync.WaitGroup
@@ -130,7 +131,10 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 					if runCtx.Err() != nil {
 						return // the run ended mid-call: not a figure
 					}
-					rec.record(r, time.Since(t0), outcome, err)
+					rec.done.Add(1)
+					if t0.After(warmEnd) { // the cold start is not the storm: leave it out
+						rec.record(r, time.Since(t0), outcome, err)
+					}
 					if cfg.think > 0 {
 						// Spread callers out: a think time in ±50%.
 						think.Reset(cfg.think/2 + rand.N(cfg.think+1))
@@ -151,10 +155,7 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 	}
 	progress.stop()
 	end := heapNow()
-	after, err := commandCalls(ctx, admin)
-	if err != nil {
-		return Result{}, err
-	}
+	after := commandCalls(ctx, admin)
 	h := rec.merged()
 	res := Result{
 		Scenario: "storm", Strategy: def.name, Keys: dist.name, Description: def.description,
@@ -167,11 +168,11 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 		PeakOrigin:    env.origin.peak.Load(),
 		Latency:       latencies(h),
 		Outcomes:      rec.outcomeMap(),
-		RedisCommands: after - before,
+		RedisCommands: commandsBetween(before, after),
 		HeapWarmMB:    warm.mb, HeapEndMB: end.mb,
-		cdf:           cdf(h),
+		cdf: cdf(h),
 	}
-	res.finish(elapsed)
+	res.finish(elapsed - cfg.duration/5)
 	if ss, ok := s.(*stampedeStrategy); ok {
 		st := ss.stats()
 		res.FencedOut, res.Refreshes = st.FencedOut, st.Refreshes

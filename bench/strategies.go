@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	gcache "github.com/go-redis/cache/v9"
 	"github.com/bsm/redislock"
+	gcache "github.com/go-redis/cache/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/viccon/sturdyc"
 	"golang.org/x/sync/singleflight"
@@ -146,7 +146,7 @@ type sturdy struct {
 func newSturdyc(env *runEnv) (strategy, error) {
 	s := &sturdy{env: env}
 	for range env.clients {
-		s.clients = append(s.clients, sturdyc.New[[]byte](100_000, 10, env.ttl, 10))
+		s.clients = append(s.clients, sturdyc.New[[]byte](100_000, 10, env.ttl, 10, sturdyc.WithNoContinuousEvictions()))
 	}
 	return s, nil
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// The short mode CI runs: every strategy for a second on a small size. The
+// run completes, its figures are sane, stampede computes exactly once per
+// expiry, and the output files parse.
+func TestShortRun(t *testing.T) {
+	addr := redistest.Addr(t)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	getenv := func(k string) string {
+		if k == "REDIS_URL" {
+			return "redis://" + addr
+		}
+		return ""
+	}
+	rep, err := run(context.Background(), []string{"-short", "-out", dir}, &out, io.Discard, getenv)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	want := len(strategies)*2 + 3 + 2*2 // storm x 2 dists, hits, http x 2 dists
+	if len(rep.Results) != want {
+		t.Fatalf("%d results, want %d", len(rep.Results), want)
+	}
+	for _, r := range rep.Results {
+		name := r.Scenario + "/" + r.Keys + "/" + r.Strategy
+		var outcomes int64
+		for _, n := range r.Outcomes {
+			if n < 0 {
+				t.Errorf("%s: negative outcome count", name)
+			}
+			outcomes += n
+		}
+		switch {
+		case r.Requests <= 0 || r.DurationSec <= 0 || r.ThroughputRPS <= 0:
+			t.Errorf("%s: no load: %+v", name, r)
+		case outcomes != r.Requests:
+			t.Errorf("%s: outcomes add up to %d of %d requests", name, outcomes, r.Requests)
+		case r.Errors != 0:
+			t.Errorf("%s: %d errors", name, r.Errors)
+		case r.OriginCalls < r.Expiries || r.PeakOrigin < 0 || r.RedisCommands < 0:
+			t.Errorf("%s: figures do not add up: calls %d expiries %d peak %d cmds %d", name, r.OriginCalls, r.Expiries, r.PeakOrigin, r.RedisCommands)
+		case r.Latency.P50 > r.Latency.P99 || r.Latency.P99 > r.Latency.Max:
+			t.Errorf("%s: percentiles out of order: %+v", name, r.Latency)
+		}
+		if strings.HasPrefix(r.Strategy, "stampede") || r.Strategy == "middleware-on" {
+			if r.Scenario != "hits" && r.CallsPerExp != 1 {
+				t.Errorf("%s: %.3f origin calls per expiry (%d calls, %d expiries), want exactly 1", name, r.CallsPerExp, r.OriginCalls, r.Expiries)
+			}
+		}
+		if r.Scenario == "storm" && r.Keys == "hot" && r.InProcessOnly && r.CallsPerExp < float64(r.Replicas) {
+			t.Errorf("%s: in-process-only peer at %.2f calls per expiry, below R=%d", name, r.CallsPerExp, r.Replicas)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded Report
+	if err := json.Unmarshal(b, &decoded); err != nil || len(decoded.Results) != want {
+		t.Fatalf("results.json: %v (%d results)", err, len(decoded.Results))
+	}
+	if md, err := os.ReadFile(filepath.Join(dir, "results.md")); err != nil || !strings.Contains(string(md), "| storm | hot | stampede-wait |") {
+		t.Fatalf("results.md: %v", err)
+	}
+	charts, _ := filepath.Glob(filepath.Join(dir, "*.png"))
+	if len(charts) != 2*5 {
+		t.Fatalf("%d charts: %v", len(charts), charts)
+	}
+	for _, c := range charts {
+		f, err := os.Open(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil || img.Bounds().Dx() < 100 {
+			t.Fatalf("%s is not a valid chart: %v", c, err)
+		}
+	}
+	if !strings.Contains(out.String(), "REDIS_URL") || !strings.Contains(out.String(), "stampede-wait") {
+		t.Fatalf("terminal output:\n%s", out.String())
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-replicas", "0"}, {"-strategies", "nope"}, {"-scenarios", "x"}, {"-dists", "y"}, {"-ttl", "1ms"}, {"-duration", "0s"}} {
+		if _, err := parse(args, io.Discard); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
