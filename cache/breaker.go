@@ -29,19 +29,25 @@ func (b *breaker) allow() bool {
 	return b.probing.CompareAndSwap(false, true) // half-open: one probe at a time
 }
 
-func (b *breaker) success() {
+// success records a Redis success; closed reports whether it closed an open
+// breaker.
+func (b *breaker) success() (closed bool) {
 	if b.failures.Load() != 0 || b.openUntil.Load() != 0 {
 		b.failures.Store(0)
-		b.openUntil.Store(0)
+		closed = b.openUntil.Swap(0) != 0
 		b.probing.Store(false)
 	}
+	return closed
 }
 
-func (b *breaker) failure() {
+// failure records a Redis failure; opened reports whether it opened a closed
+// breaker.
+func (b *breaker) failure() (opened bool) {
 	if b.failures.Add(1) >= b.threshold {
-		b.openUntil.Store(time.Now().Add(b.cooldown).UnixNano())
+		opened = b.openUntil.Swap(time.Now().Add(b.cooldown).UnixNano()) == 0
 		b.probing.Store(false)
 	}
+	return opened
 }
 
 // open reports whether the breaker is open (Redis considered down).

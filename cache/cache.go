@@ -2,8 +2,11 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +90,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		ExtendInterval: interval,
 		MaxExtensions:  int(max(opts.ComputeTimeout, opts.RefreshTimeout)/interval) + 2,
 		FenceTTL:       time.Duration(c.fenceTTL()) * time.Millisecond,
+		OnExtend:       c.onExtend,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
@@ -94,6 +98,21 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	c.leases = leases
 	c.notify = newNotifier(rdb)
 	return c, nil
+}
+
+// onExtend reports the lease's extensions while computing.
+func (c *Cache[V]) onExtend(l *lease.Lease, err error) {
+	key := strings.TrimPrefix(l.Name(), c.opts.Namespace+":")
+	ctx := context.Background()
+	switch {
+	case err == nil:
+		c.observe(ctx, Event{Kind: EventLeaseExtended, Key: key})
+	case errors.Is(err, lease.ErrLeaseLost):
+		c.observe(ctx, Event{Kind: EventLeaseLost, Key: key, Err: err})
+		c.logRare(ctx, slog.LevelWarn, "stampede: lease lost while computing; the fence decides whether the value is stored", key, err)
+	default:
+		c.redisFailed(ctx, err)
+	}
 }
 
 func isNilClient(rdb redis.UniversalClient) bool {

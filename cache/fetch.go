@@ -33,7 +33,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	if c.rdb != nil && !c.brk.allow() {
 		return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {
-			return c.computeDegraded(sctx, fn, nil)
+			return c.computeDegraded(sctx, key, fn, nil)
 		})
 	}
 	// The hit path: one read and a decode, no coalescing, no lease.
@@ -43,20 +43,20 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 			return Result[V]{}, err
 		}
 		return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {
-			return c.computeDegraded(sctx, fn, nil)
+			return c.computeDegraded(sctx, key, fn, nil)
 		})
 	}
 	var prev *entry[V]
 	if found {
 		switch c.policy.State(e.w, time.Now(), e.took, rand.Float64()) {
 		case stale.Fresh:
-			return c.answer(e.loaded(Hit), nil)
+			return c.answer(ctx, key, e.loaded(Hit), nil)
 		case stale.RefreshEarly:
 			c.refreshAsync(key, e, fn)
-			return c.answer(e.loaded(Hit), nil)
+			return c.answer(ctx, key, e.loaded(Hit), nil)
 		case stale.Stale:
 			c.refreshAsync(key, e, fn)
-			return c.answer(e.loaded(Stale), nil)
+			return c.answer(ctx, key, e.loaded(Stale), nil)
 		case stale.Expired:
 			expired := e    // a copy, so e stays on the stack on the hit path
 			prev = &expired // answers if the recompute fails
@@ -80,12 +80,15 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, load func(context.C
 	if !led && r.outcome == Miss {
 		r.outcome = Shared
 	}
-	return c.answer(r, err)
+	return c.answer(ctx, key, r, err)
 }
 
 // answer turns a load into the caller's Result, counting its outcome.
-func (c *Cache[V]) answer(r loaded[V], err error) (Result[V], error) {
+func (c *Cache[V]) answer(ctx context.Context, key string, r loaded[V], err error) (Result[V], error) {
 	c.stats.outcome(r.outcome)
+	if c.opts.Observer != nil {
+		c.observe(ctx, Event{Kind: EventOutcome, Key: key, Outcome: r.outcome, Negative: r.negative})
+	}
 	res := Result[V]{Value: r.value, Outcome: r.outcome, Err: r.cause}
 	if !r.created.IsZero() {
 		res.Age = max(time.Since(r.created), 0)
@@ -107,7 +110,7 @@ func (c *Cache[V]) load(ctx context.Context, key string, fn, fallback func(conte
 		return c.computeLocal(ctx, key, fn, prev)
 	}
 	k := c.keysFor(key)
-	l, err := c.leases.Acquire(ctx, k.name, c.opts.LeaseTTL)
+	l, err := c.acquire(ctx, k)
 	if err == nil {
 		return c.lead(ctx, k, l, fn, prev, time.Time{})
 	}
@@ -116,7 +119,7 @@ func (c *Cache[V]) load(ctx context.Context, key string, fn, fallback func(conte
 		return c.wait(ctx, k, fn, fallback, prev, busy.Remaining)
 	}
 	c.redisFailed(ctx, err)
-	return c.computeDegraded(ctx, fn, prev)
+	return c.computeDegraded(ctx, k.key, fn, prev)
 }
 
 // lead computes the value while holding the lease and fills it.
@@ -132,9 +135,9 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 		}
 	}()
 	// The previous holder may have filled between our read and our acquisition.
-	e, found, err := c.readRedis(ctx, k.value, false)
+	e, found, err := c.readRedis(ctx, k, false)
 	if err != nil {
-		return c.computeDegraded(ctx, fn, prev)
+		return c.computeDegraded(ctx, k.key, fn, prev)
 	}
 	if found {
 		switch c.policy.State(e.w, time.Now(), 0, 0) {
@@ -149,7 +152,7 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 	}
 	_, stop := l.KeepAlive(ctx)
 	defer stop() // also on runtime.Goexit in fn
-	r := c.compute(ctx, fn)
+	r := c.compute(ctx, k.key, fn)
 	_ = stop() // a lost lease does not matter here: the fence decides the fill
 	if r.err != nil {
 		if errors.Is(r.err, ErrNotFound) {
@@ -188,7 +191,7 @@ type computed[V any] struct {
 
 // compute runs fn bounded by ComputeTimeout, turning a panic into a
 // *PanicError.
-func (c *Cache[V]) compute(ctx context.Context, fn func(context.Context) (V, error)) (r computed[V]) {
+func (c *Cache[V]) compute(ctx context.Context, key string, fn func(context.Context) (V, error)) (r computed[V]) {
 	cctx, cancel := context.WithTimeout(ctx, c.opts.ComputeTimeout)
 	defer cancel()
 	meta := newComputeMeta()
@@ -204,6 +207,9 @@ func (c *Cache[V]) compute(ctx context.Context, fn func(context.Context) (V, err
 			c.stats.computeErrors.Add(1)
 		}
 		r.policy = meta.policy(c.policy)
+		if c.opts.Observer != nil {
+			c.observe(ctx, Event{Kind: EventCompute, Key: key, Duration: r.took, Err: r.err})
+		}
 	}()
 	r.value, r.err = fn(cctx)
 	return r
@@ -211,7 +217,13 @@ func (c *Cache[V]) compute(ctx context.Context, fn func(context.Context) (V, err
 
 // wait waits for the replica holding the lease to fill the key, taking the
 // lease over if the holder dies, until WaitTimeout.
-func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.Context) (V, error), prev *entry[V], remaining time.Duration) (loaded[V], error) {
+func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.Context) (V, error), prev *entry[V], remaining time.Duration) (res loaded[V], err error) {
+	if c.opts.Observer != nil {
+		start := time.Now()
+		defer func() {
+			c.observe(ctx, Event{Kind: EventWait, Key: k.key, Duration: time.Since(start), Outcome: res.outcome, Err: err})
+		}()
+	}
 	wctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
 	defer cancel()
 	// Subscribe before re-reading, so that a fill between the two cannot be
@@ -219,9 +231,9 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 	w, _ := c.notify.subscribe(wctx, k.channel)
 	defer w.close()
 	for attempt := 0; ; attempt++ {
-		e, found, err := c.readRedis(ctx, k.value, true)
+		e, found, err := c.readRedis(ctx, k, true)
 		if err != nil {
-			return c.computeDegraded(ctx, fn, prev)
+			return c.computeDegraded(ctx, k.key, fn, prev)
 		}
 		if found {
 			switch c.policy.State(e.w, time.Now(), 0, 0) {
@@ -235,14 +247,14 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 		}
 		if attempt > 0 {
 			// Still nothing: the holder may have died or given up.
-			l, err := c.leases.Acquire(ctx, k.name, c.opts.LeaseTTL)
+			l, err := c.acquire(ctx, k)
 			if err == nil {
 				return c.lead(ctx, k, l, fn, prev, time.Time{})
 			}
 			var busy *lease.BusyError
 			if !errors.As(err, &busy) {
 				c.redisFailed(ctx, err)
-				return c.computeDegraded(ctx, fn, prev)
+				return c.computeDegraded(ctx, k.key, fn, prev)
 			}
 			remaining = busy.Remaining
 		}
@@ -252,7 +264,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 		case <-t.C:
 		case <-wctx.Done():
 			t.Stop()
-			return c.busy(ctx, fn, fallback, prev)
+			return c.busy(ctx, k.key, fn, fallback, prev)
 		}
 		t.Stop()
 	}
@@ -275,15 +287,15 @@ func (c *Cache[V]) pollDelay(attempt int, remaining time.Duration) time.Duration
 }
 
 // busy applies the contention policy after WaitTimeout.
-func (c *Cache[V]) busy(ctx context.Context, fn, fallback func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
+func (c *Cache[V]) busy(ctx context.Context, key string, fn, fallback func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
 	if fallback != nil {
-		r := c.compute(ctx, fallback)
+		r := c.compute(ctx, key, fallback)
 		return loaded[V]{value: r.value, outcome: Fallback, created: time.Now()}, r.err
 	}
 	if c.opts.OnBusy == BusyError {
 		return c.onError(prev, 0, ErrLeaseBusy)
 	}
-	r := c.compute(ctx, fn)
+	r := c.compute(ctx, key, fn)
 	if r.err != nil {
 		return c.onError(prev, Miss, r.err)
 	}
@@ -291,14 +303,14 @@ func (c *Cache[V]) busy(ctx context.Context, fn, fallback func(context.Context) 
 }
 
 // computeDegraded computes without Redis, bounded by MaxDegradedComputes.
-func (c *Cache[V]) computeDegraded(ctx context.Context, fn func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
+func (c *Cache[V]) computeDegraded(ctx context.Context, key string, fn func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
 	if c.sem != nil {
 		if err := c.sem.Acquire(ctx, 1); err != nil {
 			return loaded[V]{}, err
 		}
 		defer c.sem.Release(1)
 	}
-	r := c.compute(ctx, fn)
+	r := c.compute(ctx, key, fn)
 	if r.err != nil {
 		return c.onError(prev, Degraded, r.err)
 	}
@@ -307,7 +319,7 @@ func (c *Cache[V]) computeDegraded(ctx context.Context, fn func(context.Context)
 
 // computeLocal computes and stores a value in process-local mode.
 func (c *Cache[V]) computeLocal(ctx context.Context, key string, fn func(context.Context) (V, error), prev *entry[V]) (loaded[V], error) {
-	r := c.compute(ctx, fn)
+	r := c.compute(ctx, key, fn)
 	now := time.Now()
 	if r.err != nil {
 		if errors.Is(r.err, ErrNotFound) {
@@ -332,7 +344,7 @@ func (c *Cache[V]) refreshAsync(key string, seen entry[V], fn func(context.Conte
 			return
 		}
 		k := c.keysFor(key)
-		l, err := c.leases.Acquire(ctx, k.name, c.opts.LeaseTTL)
+		l, err := c.acquire(ctx, k)
 		if err != nil {
 			if !errors.Is(err, lease.ErrLeaseBusy) {
 				c.redisFailed(ctx, err)
@@ -342,4 +354,19 @@ func (c *Cache[V]) refreshAsync(key string, seen entry[V], fn func(context.Conte
 		c.stats.refreshes.Add(1)
 		_, _ = c.lead(ctx, k, l, fn, nil, seen.w.Created)
 	})
+}
+
+// acquire tries key's lease once, reporting the attempt.
+func (c *Cache[V]) acquire(ctx context.Context, k keys) (*lease.Lease, error) {
+	start := time.Now()
+	l, err := c.leases.Acquire(ctx, k.name, c.opts.LeaseTTL)
+	if c.opts.Observer != nil {
+		switch {
+		case err == nil:
+			c.observe(ctx, Event{Kind: EventLeaseAcquired, Key: k.key, Duration: time.Since(start)})
+		case errors.Is(err, lease.ErrLeaseBusy):
+			c.observe(ctx, Event{Kind: EventLeaseBusy, Key: k.key})
+		}
+	}
+	return l, err
 }

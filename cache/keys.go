@@ -5,6 +5,7 @@ import "github.com/stampede-go/stampede/lease"
 // keys are the Redis names of one cache key's state. All share the hash tag
 // {ns:k}, so every script touches one Cluster slot.
 type keys struct {
+	key     string // the cache key
 	name    string // ns:k, the lease name
 	value   string // {ns:k}:v
 	lease   string // {ns:k}:l
@@ -16,7 +17,7 @@ func (c *Cache[V]) keysFor(key string) keys {
 	name := c.opts.Namespace + ":" + key
 	l, f := lease.Keys(name)
 	tag := "{" + name + "}"
-	return keys{name: name, value: tag + ":v", lease: l, fence: f, channel: tag + ":n"}
+	return keys{key: key, name: name, value: tag + ":v", lease: l, fence: f, channel: tag + ":n"}
 }
 
 // valueKey is keysFor(key).value, built alone for the hit path.

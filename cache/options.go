@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/stampede-go/stampede/stale"
@@ -85,6 +86,14 @@ type Options struct {
 	// BreakerCooldown is how long the breaker stays open before one call
 	// probes Redis again. Default: 1s.
 	BreakerCooldown time.Duration
+	// Observer receives the cache's events (outcomes, leases, computes,
+	// waits, fence rejections, errors) for metrics and traces. Default: nil
+	// (none, and no cost).
+	Observer Observer
+	// Logger logs the rare events an operator should see: a lease lost, a
+	// fill fenced out, a corrupt entry, the breaker opening and closing.
+	// Default: nil (no logs).
+	Logger *slog.Logger
 	// MaxDegradedComputes caps concurrent compute functions per process while
 	// Redis is unreachable, so R replicas do not become a stampede of their
 	// own. Default: 0 (no cap).

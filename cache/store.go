@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 	"unsafe"
@@ -63,7 +64,7 @@ func (c *Cache[V]) lookup(ctx context.Context, key string) (entry[V], bool, erro
 	if err != nil {
 		return entry[V]{}, false, err
 	}
-	return c.decode(r, true)
+	return c.decode(ctx, key, r, true)
 }
 
 // reply is one GET's answer: the raw envelope, or none.
@@ -76,29 +77,29 @@ type reply struct {
 func (c *Cache[V]) get(ctx context.Context, valueKey string) (reply, error) {
 	s, err := c.rdb.Get(ctx, valueKey).Result()
 	if errors.Is(err, redis.Nil) {
-		c.brk.success()
+		c.redisOK(ctx)
 		return reply{}, nil
 	}
 	if err != nil {
 		c.redisFailed(ctx, err)
 		return reply{}, fmt.Errorf("cache: read %s: %w", valueKey, err)
 	}
-	c.brk.success()
+	c.redisOK(ctx)
 	return reply{s: s, found: true}, nil
 }
 
 // readRedis reads and decodes one envelope with a GET of its own; count is
 // false for re-reads of an entry already counted as corrupt.
-func (c *Cache[V]) readRedis(ctx context.Context, valueKey string, count bool) (entry[V], bool, error) {
-	r, err := c.get(ctx, valueKey)
+func (c *Cache[V]) readRedis(ctx context.Context, k keys, count bool) (entry[V], bool, error) {
+	r, err := c.get(ctx, k.value)
 	if err != nil {
 		return entry[V]{}, false, err
 	}
-	return c.decode(r, count)
+	return c.decode(ctx, k.key, r, count)
 }
 
 // decode turns a GET's reply into an entry.
-func (c *Cache[V]) decode(r reply, count bool) (e entry[V], found bool, err error) {
+func (c *Cache[V]) decode(ctx context.Context, key string, r reply, count bool) (e entry[V], found bool, err error) {
 	if !r.found {
 		return e, false, nil
 	}
@@ -117,6 +118,8 @@ func (c *Cache[V]) decode(r reply, count bool) (e entry[V], found bool, err erro
 	if err != nil {
 		if count {
 			c.stats.corrupt.Add(1)
+			c.observe(ctx, Event{Kind: EventCorrupt, Key: key, Err: err})
+			c.logRare(ctx, slog.LevelWarn, "stampede: corrupt or foreign entry treated as a miss", key, err)
 		}
 		return entry[V]{}, false, nil
 	}
@@ -138,7 +141,19 @@ func (c *Cache[V]) redisFailed(ctx context.Context, err error) {
 		return
 	}
 	c.stats.redisErrors.Add(1)
-	c.brk.failure()
+	c.observe(ctx, Event{Kind: EventRedisError, Err: err})
+	if c.brk.failure() {
+		c.observe(ctx, Event{Kind: EventBreakerOpen, Err: err})
+		c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err)
+	}
+}
+
+// redisOK records a Redis success.
+func (c *Cache[V]) redisOK(ctx context.Context) {
+	if c.brk.success() {
+		c.observe(ctx, Event{Kind: EventBreakerClosed})
+		c.logRare(ctx, slog.LevelInfo, "stampede: Redis answers again (breaker closed)", "", nil)
+	}
 }
 
 // encode turns an entry into an envelope for Redis.
@@ -175,16 +190,24 @@ func (c *Cache[V]) fill(ctx context.Context, k keys, l *lease.Lease, e entry[V])
 		return false, err
 	}
 	px := max(e.w.Expire().Milliseconds(), 1)
-	n, err := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence},
-		b, px, l.Token(), l.Fence(), k.channel).Int64()
+	res, err := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence},
+		b, px, l.Token(), l.Fence(), k.channel).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("cache: fill: unexpected reply %v", res)
+	}
 	if err != nil {
 		c.redisFailed(ctx, err)
 		return false, nil // the value is good; only storing it failed
 	}
-	if n == 0 {
+	if res[0] == 0 {
 		c.stats.fencedOut.Add(1)
+		c.observe(ctx, Event{Kind: EventFencedOut, Key: k.key})
+		c.logRare(ctx, slog.LevelInfo, "stampede: fill rejected by the fence (a newer lease, Set or Delete won)", k.key, nil)
 	}
-	return n == 1, nil
+	if res[1] == 0 {
+		c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
+	}
+	return res[0] == 1, nil
 }
 
 // fillNegative caches a "not found" for NegativeTTL. It reports whether the
@@ -204,8 +227,12 @@ func (c *Cache[V]) fillNegative(ctx context.Context, k keys, l *lease.Lease) boo
 func (c *Cache[V]) abandon(ctx context.Context, k keys, l *lease.Lease) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if err := abandonScript.Run(actx, c.rdb, []string{k.lease}, l.Token(), k.channel).Err(); err != nil {
+	n, err := abandonScript.Run(actx, c.rdb, []string{k.lease}, l.Token(), k.channel).Int64()
+	switch {
+	case err != nil:
 		c.redisFailed(actx, err)
+	case n == 0:
+		c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
 	}
 }
 

@@ -52,6 +52,10 @@ type Options struct {
 	// FenceTTL is how long the fencing counter outlives its last acquisition.
 	// It must outlast any pause of a holder. Default: 24h.
 	FenceTTL time.Duration
+	// OnExtend, when set, is called after every extension attempt of
+	// KeepAlive and Using with its result (nil, an error matching
+	// ErrLeaseLost, or a Redis error). It must be fast. Default: nil.
+	OnExtend func(l *Lease, err error)
 }
 
 func (o *Options) setDefaults() {
@@ -352,6 +356,9 @@ func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Du
 		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		err := l.Extend(ectx, l.ttl)
 		ecancel()
+		if l.c.opts.OnExtend != nil {
+			l.c.opts.OnExtend(l, err)
+		}
 		switch {
 		case err == nil:
 			n++

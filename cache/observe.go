@@ -1,0 +1,109 @@
+package cache
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// EventKind says what an [Event] reports.
+type EventKind uint8
+
+// The events a Cache reports to its [Observer].
+const (
+	// EventOutcome: one caller's call was answered; Outcome says how, and
+	// Negative marks a cached "not found".
+	EventOutcome EventKind = iota + 1
+	// EventLeaseAcquired: this process took a key's lease; Duration is the
+	// time the acquisition took.
+	EventLeaseAcquired
+	// EventLeaseBusy: another replica held the lease.
+	EventLeaseBusy
+	// EventLeaseExtended: the lease was extended while computing.
+	EventLeaseExtended
+	// EventLeaseLost: an extension found the lease taken or gone.
+	EventLeaseLost
+	// EventReleaseRejected: releasing found the lease no longer ours.
+	EventReleaseRejected
+	// EventCompute: the compute function ran; Duration is how long, Err its
+	// error (nil on success, a wrapped ErrNotFound for a "not found").
+	EventCompute
+	// EventWait: this process waited for another replica's compute;
+	// Duration is how long, Outcome how the wait ended (Waited when
+	// another replica's value arrived: one recompute saved).
+	EventWait
+	// EventFencedOut: a fill was rejected because a newer lease, Set or
+	// Delete happened while computing.
+	EventFencedOut
+	// EventCorrupt: an entry under a key of ours was not ours or did not
+	// decode; it was treated as a miss.
+	EventCorrupt
+	// EventRedisError: a Redis call failed; Err says why.
+	EventRedisError
+	// EventBreakerOpen: Redis is considered down; calls compute locally.
+	EventBreakerOpen
+	// EventBreakerClosed: Redis answers again.
+	EventBreakerClosed
+)
+
+var eventNames = [...]string{"unknown", "outcome", "lease_acquired", "lease_busy", "lease_extended", "lease_lost",
+	"release_rejected", "compute", "wait", "fenced_out", "corrupt", "redis_error", "breaker_open", "breaker_closed"}
+
+// String returns the event kind's snake_case name, e.g. "lease_lost".
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return eventNames[0]
+}
+
+// Event is one thing that happened in a Cache. Key is the cache key; an
+// observer that exports metrics must not use it as a label (its
+// cardinality is unbounded).
+type Event struct {
+	Kind      EventKind
+	Namespace string
+	Key       string
+	Outcome   Outcome
+	Negative  bool
+	Duration  time.Duration
+	Err       error
+}
+
+// Observer receives a Cache's events. It is called synchronously on the
+// calling goroutine and must be fast and safe for concurrent use. ctx is the
+// caller's context (for compute and wait events, the detached context the
+// compute ran under, which keeps the first caller's values such as a trace).
+//
+// A nil Observer costs nothing: no event is built. Adapters for Prometheus
+// and OpenTelemetry are in the contrib modules.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe implements [Observer].
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// observe reports an event when an observer is configured.
+func (c *Cache[V]) observe(ctx context.Context, e Event) {
+	if c.opts.Observer == nil {
+		return
+	}
+	e.Namespace = c.opts.Namespace
+	c.opts.Observer.Observe(ctx, e)
+}
+
+// logRare logs one of the rare events that an operator should see.
+func (c *Cache[V]) logRare(ctx context.Context, level slog.Level, msg string, key string, err error) {
+	if c.opts.Logger == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("namespace", c.opts.Namespace), slog.String("key", key)}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	c.opts.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
