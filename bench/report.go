@@ -53,6 +53,7 @@ type Result struct {
 	HeapEndMB     float64          `json:"heap_end_mb"`
 	FencedOut     uint64           `json:"fenced_out,omitempty"`
 	Refreshes     uint64           `json:"background_refreshes,omitempty"`
+	Events        map[string]int64 `json:"events,omitempty"`
 	CDF           []CDFPoint       `json:"latency_cdf"`
 
 	cdf []CDFPoint

@@ -176,6 +176,7 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 	if ss, ok := s.(*stampedeStrategy); ok {
 		st := ss.stats()
 		res.FencedOut, res.Refreshes = st.FencedOut, st.Refreshes
+		res.Events = ss.events.snapshot()
 	}
 	return res, nil
 }

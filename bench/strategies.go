@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -214,12 +215,33 @@ func (s *lockPoll) close() {}
 type stampedeStrategy struct {
 	env    *runEnv
 	caches []*cache.Cache[[]byte]
+	events eventCounts
+}
+
+// eventCounts counts the caches' events by kind: the same counters an
+// operator gets from the Prometheus adapter.
+type eventCounts [cache.EventBreakerClosed + 1]atomic.Int64
+
+func (e *eventCounts) Observe(_ context.Context, ev cache.Event) {
+	if int(ev.Kind) < len(e) {
+		e[ev.Kind].Add(1)
+	}
+}
+
+func (e *eventCounts) snapshot() map[string]int64 {
+	m := map[string]int64{}
+	for k := cache.EventOutcome; k <= cache.EventBreakerClosed; k++ {
+		if n := e[k].Load(); n > 0 && k != cache.EventOutcome {
+			m[k.String()] = n
+		}
+	}
+	return m
 }
 
 func newStampede(staleMode bool) func(env *runEnv) (strategy, error) {
 	return func(env *runEnv) (strategy, error) {
 		s := &stampedeStrategy{env: env}
-		opts := cache.Options{Namespace: env.prefix + "stampede", TTL: env.ttl}
+		opts := cache.Options{Namespace: env.prefix + "stampede", TTL: env.ttl, Observer: &s.events}
 		if staleMode {
 			opts.Stale = 10 * env.ttl
 		}

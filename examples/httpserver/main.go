@@ -4,13 +4,14 @@
 //	GET /reports/{id}  takes -delay (default 200ms) and counts its executions
 //	GET /healthz       liveness
 //	GET /stats         JSON counters: executions, and the cache's outcomes
+//	GET /metrics       Prometheus metrics (see contrib/prometheus)
 //
 // REDIS_URL selects Redis; without it the server runs on an embedded one (a
 // redis-server child process, or an in-process server when no binary
 // exists) and says which in its first log line. SIGINT or SIGTERM shuts it
 // down gracefully.
 //
-//	go run ./examples/httpserver -addr 127.0.0.1:8080
+//	go run -C examples ./httpserver -addr 127.0.0.1:8080
 package main
 
 import (
@@ -30,9 +31,12 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/contrib/prometheus"
 	"github.com/stampede-go/stampede/internal/embedded"
 	"github.com/stampede-go/stampede/middleware"
 )
@@ -49,6 +53,7 @@ func main() {
 // Server is the example's handler and its counters.
 type Server struct {
 	Responses  *cache.Cache[middleware.Response]
+	Metrics    *prometheus.Registry
 	Delay      time.Duration
 	executions atomic.Int64
 }
@@ -62,6 +67,9 @@ func (s *Server) Routes() http.Handler {
 	r.With(middleware.Cache(s.Responses)).Get("/reports/{id}", s.report)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/stats", s.stats)
+	if s.Metrics != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
+	}
 	return r
 }
 
@@ -119,12 +127,16 @@ func run(ctx context.Context, args []string, logOut io.Writer, getenv func(strin
 	logger.Info("redis", "using", env.Description)
 	rdb := redis.NewClient(env.Options)
 	defer rdb.Close()
-	responses, err := middleware.NewCache(rdb, cache.Options{Namespace: "httpserver", TTL: 5 * time.Second})
+	metrics := prometheus.NewRegistry()
+	obs := stampedeprom.New(stampedeprom.Options{})
+	metrics.MustRegister(obs)
+	responses, err := middleware.NewCache(rdb, cache.Options{Namespace: "httpserver", TTL: 5 * time.Second,
+		Observer: obs, Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer responses.Close()
-	s := &Server{Responses: responses, Delay: *delay}
+	s := &Server{Responses: responses, Metrics: metrics, Delay: *delay}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -82,6 +82,16 @@ func TestServerStartsServesAndShutsDown(t *testing.T) {
 	if st.Executions != 1 || st.Misses != 1 || st.Hits+st.Shared+st.Waited != 49 {
 		t.Fatalf("stats after 50 concurrent requests: %+v", st)
 	}
+	metrics := body("/metrics")
+	for _, series := range []string{
+		`stampede_requests_total{namespace="httpserver",outcome="miss"} 1`,
+		`stampede_lease_acquired_total{namespace="httpserver"} 1`,
+		"stampede_compute_seconds_count",
+	} {
+		if !strings.Contains(metrics, series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("shutdown: %v\n%s", err, logs.String())

@@ -2,7 +2,7 @@
 // ask for one expired key at the same instant, and it counts how many times
 // the origin ran under three strategies.
 //
-//	go run ./examples/quickstart
+//	go run -C examples ./quickstart
 //
 // It uses $REDIS_URL when set; otherwise it starts a redis-server child
 // process on a free loopback port (or, without the binary, an in-process
