@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,9 @@ type Cache[V any] struct {
 	leases *lease.Client
 	notify *notifier
 	local  *localStore[V]
+	l1     *l1[V]      // nil when off
+	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
+	id     string      // this instance, to skip its own invalidations
 	sf     singleflight.Group[loaded[V]]
 	reads  readGroup // shares concurrent hit-path GETs of one key
 	brk    breaker
@@ -97,7 +101,48 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	}
 	c.leases = leases
 	c.notify = newNotifier(rdb)
+	if opts.L1Size > 0 {
+		c.l1 = newL1[V](opts.L1Size, opts.L1TTL)
+		c.id = strconv.FormatUint(rand.Uint64(), 36)
+		c.notify.onReset = func() {
+			c.synced.Store(false)
+			c.l1.clears.Add(1)
+			c.l1.clear()
+		}
+		c.notify.onListening = func() {
+			if !c.synced.Swap(true) {
+				c.l1.clear() // what was put while unsubscribed cannot be vouched for
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// If Redis is down now, go-redis subscribes once it is back; the
+		// reconnect clears L1, so nothing unvouched is served meanwhile.
+		_ = c.notify.listen(ctx, c.invalidationChannel(), c.invalidated)
+	}
 	return c, nil
+}
+
+// l1put stores e in L1 when L1 is on and in sync with the invalidations.
+func (c *Cache[V]) l1put(key string, e entry[V]) {
+	if c.l1 != nil && c.synced.Load() {
+		c.l1.put(key, e, time.Now())
+	}
+}
+
+// invalidationChannel carries Set and Delete of any key of the namespace,
+// for the L1 tiers of every replica.
+func (c *Cache[V]) invalidationChannel() string {
+	return "stampede:{" + c.opts.Namespace + "}:invalidate"
+}
+
+// invalidated applies another replica's invalidation ("id key") to L1.
+func (c *Cache[V]) invalidated(payload string) {
+	id, key, ok := strings.Cut(payload, " ")
+	if !ok || id == c.id {
+		return
+	}
+	c.l1.delete(key)
 }
 
 // onExtend reports the lease's extensions while computing.
@@ -185,12 +230,21 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	if err := c.check(key); err != nil {
 		return v, false, err
 	}
+	if c.l1 != nil {
+		if e, ok := c.l1.get(key, time.Now()); ok && !e.negative {
+			c.stats.l1Hits.add()
+			return e.value, true, nil
+		}
+	}
 	e, found, err := c.lookup(ctx, key)
 	if err != nil || !found || e.negative {
 		return v, false, err
 	}
 	switch c.policy.State(e.w, time.Now(), 0, 0) {
-	case stale.Fresh, stale.Stale:
+	case stale.Fresh:
+		c.l1put(key, e)
+		return e.value, true, nil
+	case stale.Stale:
 		return e.value, true, nil
 	}
 	return v, false, nil
@@ -212,11 +266,16 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
 		return err
 	}
 	k := c.keysFor(key)
-	err = setScript.Run(ctx, c.rdb, []string{k.value, k.fence}, b, w.Expire().Milliseconds(), c.fenceTTL(), k.channel).Err()
+	err = setScript.Run(ctx, c.rdb, []string{k.value, k.fence}, b, w.Expire().Milliseconds(), c.fenceTTL(), k.channel,
+		c.invalidationChannel(), c.id+" "+key).Err()
 	if err != nil {
 		c.redisFailed(ctx, err)
+		if c.l1 != nil {
+			c.l1.delete(key)
+		}
 		return fmt.Errorf("cache: set %s: %w", k.value, err)
 	}
+	c.l1put(key, entry[V]{value: v, w: w})
 	return nil
 }
 
@@ -230,8 +289,12 @@ func (c *Cache[V]) Delete(ctx context.Context, key string) error {
 		c.local.delete(key)
 		return nil
 	}
+	if c.l1 != nil {
+		c.l1.delete(key)
+	}
 	k := c.keysFor(key)
-	if err := deleteScript.Run(ctx, c.rdb, []string{k.value, k.fence}, c.fenceTTL(), k.channel).Err(); err != nil {
+	if err := deleteScript.Run(ctx, c.rdb, []string{k.value, k.fence}, c.fenceTTL(), k.channel,
+		c.invalidationChannel(), c.id+" "+key).Err(); err != nil {
 		c.redisFailed(ctx, err)
 		return fmt.Errorf("cache: delete %s: %w", k.value, err)
 	}

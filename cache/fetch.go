@@ -16,12 +16,13 @@ type loaded[V any] struct {
 	value    V
 	outcome  Outcome
 	created  time.Time
-	negative bool  // a cached "not found"
-	cause    error // the origin's error when a stale value answered for it
+	negative bool          // a cached "not found"
+	cause    error         // the origin's error when a stale value answered for it
+	w        stale.Windows // the value's windows, when known (for L1)
 }
 
 func (e entry[V]) loaded(o Outcome) loaded[V] {
-	return loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative}
+	return loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w}
 }
 
 func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(context.Context) (V, error)) (Result[V], error) {
@@ -30,6 +31,21 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	if fn == nil {
 		return Result[V]{}, ErrNilFunc
+	}
+	if c.l1 != nil {
+		now := time.Now()
+		if e, ok := c.l1.get(key, now); ok { // the L1 hit path: a map read and two counters
+			c.stats.l1Hit()
+			if c.opts.Observer != nil {
+				c.observe(ctx, Event{Kind: EventOutcome, Key: key, Outcome: Hit, Negative: e.negative})
+			}
+			res := Result[V]{Value: e.value, Outcome: Hit, Age: max(now.Sub(e.w.Created), 0)}
+			if e.negative {
+				c.stats.negativeHits.Add(1)
+				return res, errCachedNotFound
+			}
+			return res, nil
+		}
 	}
 	if c.rdb != nil && !c.brk.allow() {
 		return c.coalesce(ctx, key, func(sctx context.Context) (loaded[V], error) {
@@ -50,6 +66,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	if found {
 		switch c.policy.State(e.w, time.Now(), e.took, rand.Float64()) {
 		case stale.Fresh:
+			c.l1put(key, e)
 			return c.answer(ctx, key, e.loaded(Hit), nil)
 		case stale.RefreshEarly:
 			c.refreshAsync(key, e, fn)
@@ -79,6 +96,9 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, load func(context.C
 	}
 	if !led && r.outcome == Miss {
 		r.outcome = Shared
+	}
+	if err == nil && r.cause == nil && r.outcome != Stale && r.outcome != Degraded && r.outcome != Fallback && !r.w.FreshUntil.IsZero() {
+		c.l1put(key, entry[V]{value: r.value, w: r.w, negative: r.negative})
 	}
 	return c.answer(ctx, key, r, err)
 }
@@ -139,6 +159,10 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 	if err != nil {
 		return c.computeDegraded(ctx, k.key, fn, prev)
 	}
+	if found && !after.IsZero() && e.w.Created.After(after) {
+		// A refresh whose entry was already replaced by someone else's: done.
+		return e.loaded(Hit), nil
+	}
 	if found {
 		switch c.policy.State(e.w, time.Now(), 0, 0) {
 		case stale.Fresh:
@@ -165,7 +189,11 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 	w := r.policy.Write(now, 0, rand.Float64())
 	stored, err := c.fill(ctx, k, l, entry[V]{value: r.value, w: w, took: r.took})
 	filled = err == nil || stored
-	return loaded[V]{value: r.value, outcome: Miss, created: now}, err
+	res := loaded[V]{value: r.value, outcome: Miss, created: now}
+	if stored {
+		res.w = w
+	}
+	return res, err
 }
 
 // onError answers a failed compute with prev when it is inside its

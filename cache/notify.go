@@ -17,12 +17,18 @@ import (
 type notifier struct {
 	rdb redis.UniversalClient
 
-	mu     sync.Mutex
-	ps     *redis.PubSub
-	chans  map[string]*channelState
-	closed bool
-	stop   chan struct{} // closed by close
-	done   chan struct{} // closed when receive returns
+	mu       sync.Mutex
+	ps       *redis.PubSub
+	chans    map[string]*channelState
+	handlers map[string]func(payload string) // permanent subscriptions (L1 invalidation)
+	// onReset runs after the connection broke: messages may have been missed.
+	onReset func()
+	// onListening runs when Redis confirms a permanent subscription, at
+	// first and after every reconnect.
+	onListening func()
+	closed      bool
+	stop        chan struct{} // closed by close
+	done        chan struct{} // closed when receive returns
 }
 
 type channelState struct {
@@ -94,6 +100,20 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (*waiter, erro
 	}
 }
 
+// listen subscribes to channel for good and calls fn with every message's
+// payload, on the receiving goroutine. It waits, bounded by ctx, for Redis
+// to confirm.
+func (n *notifier) listen(ctx context.Context, channel string, fn func(payload string)) error {
+	n.mu.Lock()
+	if n.handlers == nil {
+		n.handlers = make(map[string]func(string))
+	}
+	n.handlers[channel] = fn
+	n.mu.Unlock()
+	_, err := n.subscribe(ctx, channel) // a waiter that is never closed
+	return err
+}
+
 // close unregisters the waiter; the channel is unsubscribed when it was the last.
 func (w *waiter) close() {
 	n := w.n
@@ -152,7 +172,7 @@ func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
 		case *redis.Subscription:
 			n.confirm(m.Channel)
 		case *redis.Message:
-			n.wake(m.Channel)
+			n.wake(m.Channel, m.Payload)
 		}
 	}
 }
@@ -160,6 +180,9 @@ func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
 func (n *notifier) confirm(channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.handlers[channel] != nil && n.onListening != nil {
+		n.onListening()
+	}
 	st := n.chans[channel]
 	if st == nil || len(st.pending) == 0 {
 		return // a resubscription after a reconnect: nothing waits on it
@@ -175,7 +198,14 @@ func (n *notifier) confirm(channel string) {
 	}
 }
 
-func (n *notifier) wake(channel string) {
+func (n *notifier) wake(channel, payload string) {
+	n.mu.Lock()
+	handler := n.handlers[channel]
+	n.mu.Unlock()
+	if handler != nil {
+		handler(payload)
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st := n.chans[channel]; st != nil {
@@ -192,6 +222,9 @@ func (n *notifier) wake(channel string) {
 // and a fill may have been missed, so every waiter is released and woken to
 // re-read (polling covers the gap until go-redis has resubscribed).
 func (n *notifier) reset() {
+	if n.onReset != nil {
+		n.onReset()
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for ch, st := range n.chans {

@@ -86,6 +86,17 @@ type Options struct {
 	// BreakerCooldown is how long the breaker stays open before one call
 	// probes Redis again. Default: 1s.
 	BreakerCooldown time.Duration
+	// L1Size turns on an in-process tier in front of Redis holding up to
+	// this many entries: a hit there costs a map read, no round trip. Set and
+	// Delete on any replica invalidate every replica's L1; a replica that
+	// may have missed invalidations (its subscription reconnected) clears
+	// its L1. Values handed out from L1 are shared between callers: treat
+	// pointer, slice and map values as read-only. Default: 0 (off).
+	L1Size int
+	// L1TTL bounds how long an entry stays in L1 (never past its fresh
+	// window): the most a fill on another replica can go unseen here.
+	// Default: min(TTL, 5s).
+	L1TTL time.Duration
 	// Observer receives the cache's events (outcomes, leases, computes,
 	// waits, fence rejections, errors) for metrics and traces. Default: nil
 	// (none, and no cost).
@@ -131,6 +142,9 @@ func (o *Options) setDefaults() {
 	if o.RefreshTimeout == 0 {
 		o.RefreshTimeout = o.ComputeTimeout
 	}
+	if o.L1TTL == 0 {
+		o.L1TTL = min(o.TTL, 5*time.Second)
+	}
 	if o.Codec == nil {
 		o.Codec = defaultCodec{}
 	}
@@ -170,6 +184,10 @@ func (o *Options) validate() error {
 		return bad("MaxKeyBytes must be in (0, 64 KiB], got %d", o.MaxKeyBytes)
 	case o.BreakerThreshold < 0:
 		return bad("BreakerThreshold must not be negative, got %d", o.BreakerThreshold)
+	case o.L1Size < 0 || o.L1Size > 1<<26:
+		return bad("L1Size must be in [0, 2^26], got %d", o.L1Size)
+	case o.L1TTL < 0:
+		return bad("L1TTL must not be negative, got %s", o.L1TTL)
 	case o.MaxDegradedComputes < 0:
 		return bad("MaxDegradedComputes must not be negative, got %d", o.MaxDegradedComputes)
 	}

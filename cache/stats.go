@@ -1,6 +1,9 @@
 package cache
 
-import "sync/atomic"
+import (
+	"math/rand/v2"
+	"sync/atomic"
+)
 
 // Stats are a Cache's counters since New. Outcome counts are per caller.
 type Stats struct {
@@ -21,6 +24,10 @@ type Stats struct {
 	// NegativeStored counts "not found" results cached; NegativeHits the
 	// callers answered by one.
 	NegativeStored, NegativeHits uint64
+	// L1Hits counts callers answered from the in-process tier; L1Clears how
+	// often it was cleared after a reconnect; L1Entries its current size.
+	L1Hits, L1Clears uint64
+	L1Entries        int
 	// RedisErrors counts failed Redis calls.
 	RedisErrors uint64
 	// BreakerOpen reports whether Redis is considered down right now.
@@ -28,29 +35,60 @@ type Stats struct {
 }
 
 type counters struct {
-	outcomes                           [8]atomic.Uint64
+	outcomes                           [8]striped
 	computes, computeErrors, refreshes atomic.Uint64
 	corrupt, fencedOut, redisErrors    atomic.Uint64
 	staleOnError, negativeStored       atomic.Uint64
 	negativeHits                       atomic.Uint64
+	l1Hits                             striped
 }
 
 func (s *counters) outcome(o Outcome) {
 	if int(o) < len(s.outcomes) {
-		s.outcomes[o].Add(1)
+		s.outcomes[o].add()
 	}
 }
 
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache[V]) Stats() Stats {
 	s := &c.stats
-	return Stats{
-		Hits: s.outcomes[Hit].Load(), Misses: s.outcomes[Miss].Load(), Shared: s.outcomes[Shared].Load(),
-		Waited: s.outcomes[Waited].Load(), Stale: s.outcomes[Stale].Load(),
-		Fallbacks: s.outcomes[Fallback].Load(), Degraded: s.outcomes[Degraded].Load(),
+	st := Stats{
+		Hits: s.outcomes[Hit].load(), Misses: s.outcomes[Miss].load(), Shared: s.outcomes[Shared].load(),
+		Waited: s.outcomes[Waited].load(), Stale: s.outcomes[Stale].load(),
+		Fallbacks: s.outcomes[Fallback].load(), Degraded: s.outcomes[Degraded].load(),
 		Computes: s.computes.Load(), ComputeErrors: s.computeErrors.Load(), Refreshes: s.refreshes.Load(),
 		StaleOnError: s.staleOnError.Load(), NegativeStored: s.negativeStored.Load(), NegativeHits: s.negativeHits.Load(),
 		Corrupt: s.corrupt.Load(), FencedOut: s.fencedOut.Load(), RedisErrors: s.redisErrors.Load(),
-		BreakerOpen: c.brk.open(),
+		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
 	}
+	if c.l1 != nil {
+		st.L1Clears, st.L1Entries = uint64(c.l1.clears.Load()), c.l1.len()
+	}
+	return st
+}
+
+// striped is a counter spread over cache lines, so that callers on many
+// cores counting hits do not contend on one.
+type striped struct {
+	slots [8]struct {
+		n atomic.Uint64
+		_ [56]byte
+	}
+}
+
+func (s *striped) add() { s.slots[rand.Uint32()%8].n.Add(1) }
+
+// l1Hit counts an L1 hit as a hit too, with one draw for both stripes.
+func (s *counters) l1Hit() {
+	i := rand.Uint32() % 8
+	s.outcomes[Hit].slots[i].n.Add(1)
+	s.l1Hits.slots[i].n.Add(1)
+}
+
+func (s *striped) load() uint64 {
+	var t uint64
+	for i := range s.slots {
+		t += s.slots[i].n.Load()
+	}
+	return t
 }

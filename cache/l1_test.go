@@ -1,0 +1,150 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+func TestL1HitsWithoutRedis(t *testing.T) {
+	c := newCache[string](t, redistest.Client(t), cache.Options{L1Size: 100})
+	ctx := context.Background()
+	o := &origin[string]{value: "v"}
+	waitFor(t, "the invalidation subscription", func() bool {
+		_, _ = c.Fetch(ctx, "warm", o.fn) // L1 fills only once invalidations are subscribed
+		return c.Stats().L1Entries > 0
+	})
+	if _, err := c.Fetch(ctx, "k", o.fn); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats().L1Hits
+	for range 10 {
+		if r, err := c.Fetch(ctx, "k", o.fn); err != nil || r.Outcome != cache.Hit || r.Value != "v" {
+			t.Fatalf("%+v %v", r, err)
+		}
+	}
+	if got := c.Stats().L1Hits - before; got != 10 {
+		t.Fatalf("L1 hits %d, want 10", got)
+	}
+}
+
+// 4 replicas with L1: a Delete or Set on one reaches every replica's L1.
+func TestL1InvalidationReachesEveryReplica(t *testing.T) {
+	caches := replicas[string](t, 4, cache.Options{L1Size: 100})
+	ctx := context.Background()
+	fill := func(want string) {
+		t.Helper()
+		for _, c := range caches {
+			waitFor(t, "an L1 entry", func() bool {
+				v, found, err := c.Get(ctx, "k")
+				if err != nil || !found || v != want {
+					t.Fatalf("Get: %q %v %v, want %q", v, found, err, want)
+				}
+				return c.Stats().L1Entries == 1
+			})
+		}
+	}
+	if err := caches[0].Set(ctx, "k", "one"); err != nil {
+		t.Fatal(err)
+	}
+	fill("one")
+	if err := caches[0].Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range caches {
+		waitFor(t, fmt.Sprint("replica ", i, "'s invalidation"), func() bool { return c.Stats().L1Entries == 0 })
+		if _, found, _ := c.Get(ctx, "k"); found {
+			t.Fatalf("replica %d still finds the deleted key", i)
+		}
+	}
+	if err := caches[0].Set(ctx, "k", "two"); err != nil {
+		t.Fatal(err)
+	}
+	fill("two")
+	if err := caches[3].Set(ctx, "k", "three"); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range caches {
+		waitFor(t, fmt.Sprint("replica ", i, " to see the new value"), func() bool {
+			v, _, _ := c.Get(ctx, "k")
+			return v == "three"
+		})
+	}
+}
+
+// A replica whose subscription is cut and restored clears its L1: it may
+// have missed invalidations.
+func TestL1ClearedAfterReconnect(t *testing.T) {
+	c := newCache[string](t, redistest.Client(t), cache.Options{L1Size: 100})
+	ctx := context.Background()
+	waitFor(t, "an L1 entry", func() bool {
+		_, _ = c.Fetch(ctx, "k", func(context.Context) (string, error) { return "v", nil })
+		return c.Stats().L1Entries == 1
+	})
+	if err := redistest.Client(t).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the L1 to clear", func() bool { st := c.Stats(); return st.L1Clears >= 1 && st.L1Entries == 0 })
+	// And once resubscribed it fills again.
+	waitFor(t, "L1 to fill again", func() bool {
+		_, _ = c.Fetch(ctx, "k", func(context.Context) (string, error) { return "v", nil })
+		return c.Stats().L1Entries == 1
+	})
+}
+
+// The contract: values from L1 are shared between callers.
+func TestL1ValuesAreShared(t *testing.T) {
+	c := newCache[[]int](t, redistest.Client(t), cache.Options{L1Size: 10})
+	ctx := context.Background()
+	fn := func(context.Context) ([]int, error) { return []int{1, 2, 3}, nil }
+	waitFor(t, "an L1 entry", func() bool { _, _ = c.Fetch(ctx, "k", fn); return c.Stats().L1Entries == 1 })
+	a, _ := c.GetOrCompute(ctx, "k", fn)
+	b, _ := c.GetOrCompute(ctx, "k", fn)
+	if &a[0] != &b[0] {
+		t.Fatal("L1 hits returned copies; the documented contract is a shared value")
+	}
+}
+
+func TestL1IsBounded(t *testing.T) {
+	c := newCache[int](t, redistest.Client(t), cache.Options{L1Size: 32})
+	ctx := context.Background()
+	waitFor(t, "an L1 entry", func() bool {
+		_, _ = c.Fetch(ctx, "warm", func(context.Context) (int, error) { return 0, nil })
+		return c.Stats().L1Entries > 0
+	})
+	for i := range 1000 {
+		if _, err := c.GetOrCompute(ctx, fmt.Sprint("k", i), func(context.Context) (int, error) { return i, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.Stats().L1Entries; n > 32 || n == 0 {
+		t.Fatalf("L1 holds %d entries, limit 32", n)
+	}
+}
+
+func TestL1StampedeStillOneCompute(t *testing.T) {
+	caches := replicas[string](t, 4, cache.Options{L1Size: 100})
+	o := &origin[string]{value: "v", delay: 50 * time.Millisecond}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, c := range caches {
+		for range 100 {
+			wg.Go(func() {
+				<-start
+				if v, err := c.GetOrCompute(context.Background(), "hot", o.fn); err != nil || v != "v" {
+					t.Errorf("%q %v", v, err)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	if n := o.calls.Load(); n != 1 {
+		t.Fatalf("origin ran %d times with L1 on", n)
+	}
+}
