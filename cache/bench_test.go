@@ -3,6 +3,7 @@ package cache_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -141,4 +142,38 @@ func BenchmarkCoalescedMiss(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkBatchHits: GetOrComputeMany of 100 keys, all hits, against one
+// MGET of the same keys.
+func BenchmarkBatchHits(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.Client(b)
+	c := newCache[[]byte](b, rdb, cache.Options{TTL: time.Hour})
+	keys := make([]string, 100)
+	vkeys := make([]string, 100)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+		vkeys[i] = "{" + c.Namespace() + ":" + keys[i] + "}:v"
+		if err := c.Set(ctx, keys[i], bytes.Repeat([]byte("x"), 256)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fn := func(context.Context, []string) (map[string][]byte, error) { return nil, errors.New("must not run") }
+	b.Run("impl=mget", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := rdb.MGet(ctx, vkeys...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=stampede", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if m, err := c.GetOrComputeMany(ctx, keys, fn); err != nil || len(m) != 100 {
+				b.Fatal(len(m), err)
+			}
+		}
+	})
 }

@@ -410,3 +410,74 @@ func releaseTimeout(ttl time.Duration) time.Duration {
 func (l *Lease) String() string {
 	return fmt.Sprintf("lease %q fence %d ttl %s", l.name, l.fence, l.ttl)
 }
+
+// AcquireMany tries the leases on names once each, in one round trip where
+// the client can pipeline. leases[i] is nil when names[i] is held by
+// another owner (remaining[i] then says for how long) or failed (errs[i]).
+// It does not retry.
+func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Duration) (leases []*Lease, remaining []time.Duration, errs []error) {
+	leases = make([]*Lease, len(names))
+	remaining = make([]time.Duration, len(names))
+	errs = make([]error, len(names))
+	if err := validTTL(ttl); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return leases, remaining, errs
+	}
+	p, ok := c.rdb.(interface{ Pipeline() redis.Pipeliner })
+	if !ok {
+		for i, name := range names {
+			l, err := c.Acquire(ctx, name, ttl)
+			var busy *BusyError
+			switch {
+			case err == nil:
+				leases[i] = l
+			case errors.As(err, &busy):
+				remaining[i] = busy.Remaining
+			default:
+				errs[i] = err
+			}
+		}
+		return leases, remaining, errs
+	}
+	pipe := p.Pipeline()
+	cmds := make([]*redis.Cmd, len(names))
+	tokens := make([]string, len(names))
+	for i, name := range names {
+		if err := validName(name); err != nil {
+			errs[i] = err
+			continue
+		}
+		token, err := newToken()
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		tokens[i] = token
+		key, fenceKey := Keys(name)
+		// EVAL rather than EVALSHA: a pipeline cannot fall back on NOSCRIPT.
+		cmds[i] = acquireScript.Eval(ctx, pipe, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds())
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		res, err := cmd.Int64Slice()
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("unexpected reply %v", res)
+		}
+		if err != nil {
+			errs[i] = fmt.Errorf("lease: acquire %s: %w", names[i], err)
+			continue
+		}
+		if res[0] > 0 {
+			key, fenceKey := Keys(names[i])
+			leases[i] = &Lease{c: c, name: names[i], key: key, fenceKey: fenceKey, token: tokens[i], fence: res[0], ttl: ttl}
+		} else if res[1] > 0 {
+			remaining[i] = time.Duration(res[1]) * time.Millisecond
+		}
+	}
+	return leases, remaining, errs
+}

@@ -328,3 +328,31 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("String leaks the token")
 	}
 }
+
+func TestAcquireMany(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	c := newClient(t, rdb, lease.Options{})
+	p := redistest.Prefix(t)
+	held, err := c.Acquire(ctx, p+":b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{p + ":a", p + ":b", "", p + ":c"}
+	leases, remaining, errs := c.AcquireMany(ctx, names, time.Minute)
+	if leases[0] == nil || leases[3] == nil || leases[1] != nil || remaining[1] <= 0 || !errors.Is(errs[2], lease.ErrInvalidName) {
+		t.Fatalf("leases %v remaining %v errs %v", leases, remaining, errs)
+	}
+	if leases[0].Fence() < 1 || rdb.Get(ctx, leases[0].Key()).Val() != leases[0].Token() {
+		t.Fatal("acquired lease not in Redis")
+	}
+	for _, l := range []*lease.Lease{leases[0], leases[3], held} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, errs = c.AcquireMany(ctx, names[:1], 0)
+	if !errors.Is(errs[0], lease.ErrInvalidTTL) {
+		t.Fatalf("ttl 0: %v", errs[0])
+	}
+}
