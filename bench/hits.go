@@ -33,7 +33,7 @@ func runHits(ctx context.Context, cfg config, admin *redis.Client, newClient fun
 	case "go-redis-cache":
 		s, err = newGoRedisCache(env)
 	case "stampede-wait":
-		s, err = newStampede(false)(env)
+		s, err = newStampede(false, false)(env)
 	}
 	if err != nil {
 		return Result{}, err

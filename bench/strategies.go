@@ -38,8 +38,9 @@ var strategies = []strategyDef{
 	{"go-redis-cache", true, "github.com/go-redis/cache/v9 Once (Redis + per-process singleflight)", newGoRedisCache},
 	{"sturdyc", true, "github.com/viccon/sturdyc GetOrFetch (in-process cache, per-process dedup)", newSturdyc},
 	{"redislock-poll", false, "GET; on a miss take a bsm/redislock lock and compute, or poll GET every 10ms", newLockPoll},
-	{"stampede-wait", false, "stampede: singleflight + Redis lease; waiters woken by the fill", newStampede(false)},
-	{"stampede-stale", false, "stampede with a stale window: served stale while one caller refreshes", newStampede(true)},
+	{"stampede-wait", false, "stampede: singleflight + Redis lease; waiters woken by the fill", newStampede(false, false)},
+	{"stampede-stale", false, "stampede with a stale window: served stale while one caller refreshes", newStampede(true, false)},
+	{"stampede-l1", false, "stampede wait mode with the in-process L1 tier (TTL/2)", newStampede(false, true)},
 }
 
 // runEnv is what a strategy is built on.
@@ -238,12 +239,15 @@ func (e *eventCounts) snapshot() map[string]int64 {
 	return m
 }
 
-func newStampede(staleMode bool) func(env *runEnv) (strategy, error) {
+func newStampede(staleMode, l1 bool) func(env *runEnv) (strategy, error) {
 	return func(env *runEnv) (strategy, error) {
 		s := &stampedeStrategy{env: env}
 		opts := cache.Options{Namespace: env.prefix + "stampede", TTL: env.ttl, Observer: &s.events}
 		if staleMode {
 			opts.Stale = 10 * env.ttl
+		}
+		if l1 {
+			opts.L1Size, opts.L1TTL = 10_000, env.ttl/2
 		}
 		for _, rdb := range env.clients {
 			c, err := cache.New[[]byte](rdb, opts)

@@ -64,10 +64,16 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	var prev *entry[V]
 	if found {
-		switch c.policy.State(e.w, time.Now(), e.took, rand.Float64()) {
+		now := time.Now()
+		switch c.policy.State(e.w, now, e.took, rand.Float64()) {
 		case stale.Fresh:
-			c.l1put(key, e)
-			return c.answer(ctx, key, e.loaded(Hit), nil)
+			if c.l1 != nil || c.opts.Observer != nil || e.negative {
+				c.l1put(key, e)
+				return c.answer(ctx, key, e.loaded(Hit), nil)
+			}
+			// The plain Redis hit: no L1, no observer, a value.
+			c.stats.outcome(Hit)
+			return Result[V]{Value: e.value, Outcome: Hit, Age: max(now.Sub(e.w.Created), 0)}, nil
 		case stale.RefreshEarly:
 			c.refreshAsync(key, e, fn)
 			return c.answer(ctx, key, e.loaded(Hit), nil)
