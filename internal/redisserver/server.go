@@ -65,18 +65,11 @@ func LookPath(bin string) (string, error) {
 // Start launches redis-server on a free port of 127.0.0.1 and waits until it
 // answers PING.
 func Start(opts Options) (*Server, error) {
-	bin, err := LookPath(opts.Binary)
+	s, err := newServer(opts)
 	if err != nil {
 		return nil, err
 	}
-	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = 10 * time.Second
-	}
-	dir, err := os.MkdirTemp("", "stampede-redis-*")
-	if err != nil {
-		return nil, fmt.Errorf("redisserver: temp dir: %w", err)
-	}
-	s := &Server{bin: bin, opts: opts, dir: dir}
+	dir := s.dir
 	var lastErr error
 	for range 5 { // a free port can be taken between probe and bind: retry
 		port, err := freePort()
@@ -91,6 +84,22 @@ func Start(opts Options) (*Server, error) {
 	}
 	_ = os.RemoveAll(dir)
 	return nil, lastErr
+}
+
+// newServer resolves the binary and makes the working directory.
+func newServer(opts Options) (*Server, error) {
+	bin, err := LookPath(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 10 * time.Second
+	}
+	dir, err := os.MkdirTemp("", "stampede-redis-*")
+	if err != nil {
+		return nil, fmt.Errorf("redisserver: temp dir: %w", err)
+	}
+	return &Server{bin: bin, opts: opts, dir: dir}, nil
 }
 
 // Addr is the server's host:port on the loopback interface.

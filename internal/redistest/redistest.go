@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,10 @@ var (
 	server   *redisserver.Server
 	startErr error
 	seq      atomic.Int64
+
+	clusterOnce sync.Once
+	cluster     *redisserver.Cluster
+	clusterErr  error
 )
 
 // Main starts the package's redis-server, runs the tests, checks that no
@@ -35,6 +40,11 @@ var (
 func Main(m *testing.M) {
 	server, startErr = redisserver.Start(redisserver.Options{})
 	code := m.Run()
+	if cluster != nil {
+		if err := cluster.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "redistest:", err)
+		}
+	}
 	if server != nil {
 		if err := server.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "redistest:", err)
@@ -58,6 +68,35 @@ func Server(t testing.TB) *redisserver.Server {
 		t.Skipf("no redis-server: %v", err)
 	}
 	return server
+}
+
+// Cluster returns the package's Redis Cluster (3 masters on loopback),
+// started on first use and stopped by [Main]. Without redis-server or
+// redis-cli it skips the test, or fails it under CI=true.
+func Cluster(t testing.TB) *redisserver.Cluster {
+	t.Helper()
+	clusterOnce.Do(func() { cluster, clusterErr = redisserver.StartCluster(3) })
+	if clusterErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("a Redis Cluster is required under CI=true: %v", clusterErr)
+		}
+		t.Skipf("no Redis Cluster: %v", clusterErr)
+	}
+	return cluster
+}
+
+// ClusterClient returns a new cluster client of its own, closed when the
+// test ends.
+func ClusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: Cluster(t).Addrs()})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() }); err != nil {
+		t.Fatalf("redistest: cluster ping: %v", err)
+	}
+	return c
 }
 
 // Addr returns the package server's address (see [Server]).

@@ -1,0 +1,150 @@
+package redisserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cluster is a real Redis Cluster of masters on loopback, for tests.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// Addrs returns the nodes' addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr()
+	}
+	return out
+}
+
+// Close stops every node.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, n := range c.Nodes {
+		errs = append(errs, n.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// StartCluster starts masters redis-server nodes with cluster mode on, joins
+// them with redis-cli --cluster create, and waits for cluster_state:ok.
+func StartCluster(masters int) (*Cluster, error) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis-cli (Debian's redis-tools package): %w", ErrNoBinary, err)
+	}
+	c := &Cluster{}
+	for range masters {
+		port, err := clusterPort()
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		s, err := startOn(port, Options{Args: []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "2000"}})
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, s)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("redisserver: redis-cli --cluster create: %w: %s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range c.Nodes {
+		for {
+			info, err := command(n.Addr(), "CLUSTER INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = c.Close()
+				return nil, fmt.Errorf("redisserver: cluster not ok on %s: %v %s", n.Addr(), err, info)
+			}
+			time.Sleep(20 * time.Millisecond) // the cluster converges on its own: poll
+		}
+	}
+	return c, nil
+}
+
+// clusterPort finds a loopback port p with p and its cluster bus port
+// p+10000 both free.
+func clusterPort() (int, error) {
+	for range 200 {
+		p := 20000 + rand.N(30000)
+		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
+		a.Close()
+		if err != nil {
+			continue
+		}
+		b.Close()
+		return p, nil
+	}
+	return 0, errors.New("redisserver: no free port pair for a cluster node")
+}
+
+// startOn starts a server on a given port.
+func startOn(port int, opts Options) (*Server, error) {
+	s, err := newServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.port = port
+	if err := s.start(); err != nil {
+		_ = os.RemoveAll(s.dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// command sends one inline command and returns the whole reply text.
+func command(addr, cmd string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte(cmd + "\r\n")); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(head, "$") {
+		return head, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil || n < 0 {
+		return head, err
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
