@@ -79,27 +79,32 @@ func TestStaleKeyAcrossReplicas(t *testing.T) {
 	}
 }
 
+// expiredEntry returns a cache (on Redis or process-local) whose key "k"
+// holds "old", written with a 1ms TTL that has run out.
+func expiredEntry(t *testing.T, mode string, opts cache.Options) *cache.Cache[string] {
+	t.Helper()
+	if mode == "redis" {
+		ns := redistest.Prefix(t)
+		rdb := redistest.Client(t)
+		writeStale(t, rdb, ns, "k", "old", opts)
+		opts.Namespace = ns
+		return newCache[string](t, rdb, opts)
+	}
+	opts.TTL = time.Millisecond
+	c := newCache[string](t, nil, opts)
+	if err := c.Set(context.Background(), "k", "old"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Millisecond) // let the 1ms TTL run out
+	return c
+}
+
 func TestStaleIfError(t *testing.T) {
 	originDown := errors.New("origin down")
 	failing := func(context.Context) (string, error) { return "", originDown }
 	for _, mode := range []string{"redis", "local"} {
 		t.Run(mode+"/inside window: stale served, entry kept", func(t *testing.T) {
-			opts := cache.Options{StaleIfError: time.Hour}
-			var c *cache.Cache[string]
-			if mode == "redis" {
-				ns := redistest.Prefix(t)
-				rdb := redistest.Client(t)
-				writeStale(t, rdb, ns, "k", "old", opts)
-				opts.Namespace = ns
-				c = newCache[string](t, rdb, opts)
-			} else {
-				opts.TTL = time.Millisecond
-				c = newCache[string](t, nil, opts)
-				if err := c.Set(context.Background(), "k", "old"); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(3 * time.Millisecond) // let the 1ms TTL run out
-			}
+			c := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour})
 			for i := range 3 {
 				r, err := c.Fetch(context.Background(), "k", failing)
 				if err != nil || r.Value != "old" || r.Outcome != cache.Stale || !errors.Is(r.Err, originDown) {
@@ -120,21 +125,7 @@ func TestStaleIfError(t *testing.T) {
 			}
 		})
 		t.Run(mode+"/past window: error", func(t *testing.T) {
-			opts := cache.Options{StaleIfError: 5 * time.Millisecond}
-			var c *cache.Cache[string]
-			if mode == "redis" {
-				ns := redistest.Prefix(t)
-				rdb := redistest.Client(t)
-				writeStale(t, rdb, ns, "k", "old", opts)
-				opts.Namespace = ns
-				c = newCache[string](t, rdb, opts)
-			} else {
-				opts.TTL = time.Millisecond
-				c = newCache[string](t, nil, opts)
-				if err := c.Set(context.Background(), "k", "old"); err != nil {
-					t.Fatal(err)
-				}
-			}
+			c := expiredEntry(t, mode, cache.Options{StaleIfError: 5 * time.Millisecond})
 			time.Sleep(10 * time.Millisecond) // past TTL + StaleIfError
 			if r, err := c.Fetch(context.Background(), "k", failing); !errors.Is(err, originDown) || r.Value != "" {
 				t.Fatalf("%+v %v", r, err)

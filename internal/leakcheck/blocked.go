@@ -28,20 +28,23 @@ func WaitBlocked(t testing.TB, frame string, n int, timeout time.Duration) {
 
 // CountFrames returns the number of goroutines whose stack contains frame.
 func CountFrames(frame string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	c := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(allStacks(), "\n\n") {
 		if strings.Contains(g, frame) {
 			c++
 		}
 	}
 	return c
+}
+
+// allStacks returns the stacks of every goroutine.
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

@@ -5,7 +5,6 @@ package leakcheck
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -25,17 +24,9 @@ func Find(timeout time.Duration) []string {
 }
 
 func interesting() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	buf := allStacks()
 	var out []string
-	stacks := strings.Split(string(buf), "\n\n")
+	stacks := strings.Split(buf, "\n\n")
 	for i, g := range stacks {
 		if i == 0 { // the calling goroutine
 			continue
