@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -215,5 +216,31 @@ func TestClosed(t *testing.T) {
 				t.Fatalf("after Close: %v", err)
 			}
 		})
+	}
+}
+
+// Hostile keys: huge ones get a clear error; braces, colons and binary
+// bytes keep distinct entries (the hash tag is the whole {ns:key} prefix).
+func TestHostileKeys(t *testing.T) {
+	c := newCache[string](t, redistest.Client(t), cache.Options{})
+	ctx := context.Background()
+	if _, err := c.GetOrCompute(ctx, strings.Repeat("k", 10<<20), func(context.Context) (string, error) { return "", nil }); !errors.Is(err, cache.ErrInvalidKey) {
+		t.Fatalf("10 MB key: %v", err)
+	}
+	keys := []string{"a}b", "{x}", "}", "{", "a:b", "a", "\x00\xff\xfe", "a}:v", "日本"}
+	for i, k := range keys {
+		if err := c.Set(ctx, k, fmt.Sprint("v", i)); err != nil {
+			t.Fatalf("Set %q: %v", k, err)
+		}
+	}
+	for i, k := range keys {
+		v, found, err := c.Get(ctx, k)
+		if err != nil || !found || v != fmt.Sprint("v", i) {
+			t.Fatalf("Get %q: %q %v %v", k, v, found, err)
+		}
+		r, err := c.Fetch(ctx, k, func(context.Context) (string, error) { return "", errors.New("must not run") })
+		if err != nil || r.Outcome != cache.Hit {
+			t.Fatalf("Fetch %q: %+v %v", k, r, err)
+		}
 	}
 }
