@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -69,13 +70,8 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 	}
 	out := make(map[string]V, len(keys))
 	errs := KeyErrors{}
-	var todo []string
-	seen := make(map[string]bool, len(keys))
+	var todo []string // may repeat a key: reads do not mind, misses are deduplicated below
 	for _, k := range keys {
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
 		if err := c.check(k); err != nil {
 			errs[k] = err
 			continue
@@ -126,13 +122,11 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 		case !c.brk.allow():
 			missing = todo
 		default:
-			entries, err := c.readMany(ctx, todo)
-			if err != nil {
-				missing = todo // Redis is failing: degraded, below
-			} else {
-				now := time.Now()
-				for i, k := range todo {
-					e, found := entries[i].e, entries[i].found
+			now := time.Now()
+			var seen map[string]bool
+			err := c.readMany(ctx, todo, func(i int, e entry[V], found bool) {
+				k := todo[i]
+				{
 					if found {
 						switch c.policy.State(e.w, now, e.took, rand.Float64()) {
 						case stale.Fresh:
@@ -143,18 +137,28 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 							} else {
 								errs[k] = errCachedNotFound
 							}
-							continue
+							return
 						case stale.RefreshEarly, stale.Stale:
 							c.stats.outcome(Stale)
 							c.refreshAsync(k, e, single(k))
 							if !e.negative {
 								out[k] = e.value
 							}
-							continue
+							return
 						}
 					}
-					missing = append(missing, k)
+					if seen == nil {
+						seen = map[string]bool{}
+					}
+					if !seen[k] {
+						seen[k] = true
+						missing = append(missing, k)
+					}
 				}
+			})
+			if err != nil {
+				missing = slices.Clone(todo) // Redis is failing: degraded, below
+			} else {
 				if len(missing) > 0 {
 					c.computeMany(ctx, missing, fn, single, out, errs)
 					missing = nil
@@ -162,7 +166,8 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 			}
 		}
 		if len(missing) > 0 { // local mode or degraded: one call, coalesced per key no further
-			c.computeLocally(ctx, missing, fn, out, errs)
+			slices.Sort(missing)
+			c.computeLocally(ctx, slices.Compact(missing), fn, out, errs)
 		}
 	}
 	if len(errs) > 0 {
@@ -171,14 +176,9 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 	return out, nil
 }
 
-type readEntry[V any] struct {
-	e     entry[V]
-	found bool
-}
-
 // readMany reads keys in one round trip: MGET where all keys may live on one
 // node, a pipeline of GETs on a Cluster.
-func (c *Cache[V]) readMany(ctx context.Context, keys []string) ([]readEntry[V], error) {
+func (c *Cache[V]) readMany(ctx context.Context, keys []string, each func(i int, e entry[V], found bool)) error {
 	// All value keys as slices of one string: one allocation, not one per key.
 	var b strings.Builder
 	size := 0
@@ -201,20 +201,22 @@ func (c *Cache[V]) readMany(ctx context.Context, keys []string) ([]readEntry[V],
 		vkeys[i] = all[at : at+n]
 		at += n
 	}
-	out := make([]readEntry[V], len(keys))
 	if _, cluster := c.rdb.(*redis.ClusterClient); !cluster {
 		vals, err := c.rdb.MGet(ctx, vkeys...).Result()
 		if err != nil {
 			c.redisFailed(ctx, err)
-			return nil, fmt.Errorf("cache: read %d keys: %w", len(keys), err)
+			return fmt.Errorf("cache: read %d keys: %w", len(keys), err)
 		}
 		c.redisOK(ctx)
 		for i, v := range vals {
+			var e entry[V]
+			found := false
 			if s, ok := v.(string); ok {
-				out[i].e, out[i].found, _ = c.decode(ctx, keys[i], reply{s: s, found: true}, true)
+				e, found, _ = c.decode(ctx, keys[i], reply{s: s, found: true}, true)
 			}
+			each(i, e, found)
 		}
-		return out, nil
+		return nil
 	}
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(vkeys))
@@ -223,15 +225,18 @@ func (c *Cache[V]) readMany(ctx context.Context, keys []string) ([]readEntry[V],
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		c.redisFailed(ctx, err)
-		return nil, fmt.Errorf("cache: read %d keys: %w", len(keys), err)
+		return fmt.Errorf("cache: read %d keys: %w", len(keys), err)
 	}
 	c.redisOK(ctx)
 	for i, cmd := range cmds {
+		var e entry[V]
+		found := false
 		if s, err := cmd.Result(); err == nil {
-			out[i].e, out[i].found, _ = c.decode(ctx, keys[i], reply{s: s, found: true}, true)
+			e, found, _ = c.decode(ctx, keys[i], reply{s: s, found: true}, true)
 		}
+		each(i, e, found)
 	}
-	return out, nil
+	return nil
 }
 
 // computeMany takes the leases of missing keys, computes the keys it won
@@ -294,18 +299,19 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 	}()
 	// The previous holders may have filled between our read and our leases.
 	var compute []string
-	if fresh, err := c.readMany(cctx, pick(missing, won)); err == nil {
-		for j, i := range won {
-			if fresh[j].found && c.policy.State(fresh[j].e.w, time.Now(), 0, 0) == stale.Fresh && !fresh[j].e.negative {
-				mu.Lock()
-				out[missing[i]] = fresh[j].e.value
-				mu.Unlock()
-				continue
-			}
-			compute = append(compute, missing[i])
+	wonKeys := pick(missing, won)
+	now := time.Now()
+	err := c.readMany(cctx, wonKeys, func(j int, e entry[V], found bool) {
+		if found && c.policy.State(e.w, now, 0, 0) == stale.Fresh && !e.negative {
+			mu.Lock()
+			out[wonKeys[j]] = e.value
+			mu.Unlock()
+			return
 		}
-	} else {
-		compute = pick(missing, won)
+		compute = append(compute, wonKeys[j])
+	})
+	if err != nil {
+		compute = wonKeys
 	}
 	if len(compute) == 0 {
 		return
@@ -334,7 +340,7 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 		}
 		return
 	}
-	now := time.Now()
+	now = time.Now()
 	for _, i := range won {
 		k := missing[i]
 		v, ok := vals[k]
