@@ -114,11 +114,14 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 				c.l1.clear() // what was put while unsubscribed cannot be vouched for
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		// If Redis is down now, go-redis subscribes once it is back; the
-		// reconnect clears L1, so nothing unvouched is served meanwhile.
-		_ = c.notify.listen(ctx, c.invalidationChannel(), c.invalidated)
+		// Subscribe in the background: New does not wait on Redis. L1 fills
+		// only once Redis confirms the subscription (synced), and if Redis is
+		// down go-redis subscribes when it is back.
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			_ = c.notify.listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
+		}()
 	}
 	return c, nil
 }
