@@ -1,0 +1,131 @@
+package cache_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/faultproxy"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+// proxied returns n caches in one namespace whose clients reach the
+// package's Redis through a fault-injecting proxy.
+func proxied(t *testing.T, n int) (*faultproxy.Proxy, []*cache.Cache[string]) {
+	t.Helper()
+	p, err := faultproxy.New(redistest.Addr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	ns := redistest.Prefix(t)
+	var caches []*cache.Cache[string]
+	for range n {
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { _ = rdb.Close() })
+		caches = append(caches, newCache[string](t, rdb, cache.Options{Namespace: ns, BreakerThreshold: 3,
+			BreakerCooldown: 20 * time.Millisecond, WaitTimeout: 2 * time.Second}))
+	}
+	return p, caches
+}
+
+// storm runs perCache callers on each cache against key and reports wrong
+// values and errors.
+func storm(caches []*cache.Cache[string], perCache int, key string, fn func(context.Context) (string, error), want string) (wrong, failed int32) {
+	var w, f atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, c := range caches {
+		for range perCache {
+			wg.Go(func() {
+				<-start
+				v, err := c.GetOrCompute(context.Background(), key, fn)
+				switch {
+				case err != nil:
+					f.Add(1)
+				case v != want:
+					w.Add(1)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	return w.Load(), f.Load()
+}
+
+func TestFaultAddedLatency(t *testing.T) {
+	p, caches := proxied(t, 3)
+	p.SetLatency(20 * time.Millisecond)
+	o := &origin[string]{value: "v", delay: 50 * time.Millisecond}
+	wrong, failed := storm(caches, 50, "k", o.fn, "v")
+	if wrong != 0 || failed != 0 || o.calls.Load() != 1 {
+		t.Fatalf("20ms added latency: wrong %d, errors %d, origin calls %d", wrong, failed, o.calls.Load())
+	}
+}
+
+func TestFaultConnectionResets(t *testing.T) {
+	p, caches := proxied(t, 3)
+	o := &origin[string]{value: "v", started: make(chan struct{}, 1), delay: 100 * time.Millisecond}
+	done := make(chan [2]int32)
+	go func() { w, f := storm(caches, 50, "k", o.fn, "v"); done <- [2]int32{w, f} }()
+	<-o.started
+	p.Reset() // every connection, in the middle of the storm
+	res := <-done
+	if res[0] != 0 || res[1] != 0 {
+		t.Fatalf("resets mid-storm: wrong %d, errors %d", res[0], res[1])
+	}
+	if n := o.calls.Load(); n > 4 {
+		t.Fatalf("origin ran %d times: more than the leader plus one degraded compute per replica", n)
+	}
+	t.Logf("resets mid-storm: origin calls %d", o.calls.Load())
+}
+
+func TestFaultPartitionThenHeal(t *testing.T) {
+	p, caches := proxied(t, 3)
+	ctx := context.Background()
+	fn := func(context.Context) (string, error) { return "v", nil }
+	if _, err := caches[0].GetOrCompute(ctx, "k", fn); err != nil {
+		t.Fatal(err)
+	}
+	p.SetPartition(true)
+	start := time.Now()
+	wrong, failed := storm(caches, 20, "k", fn, "v")
+	took := time.Since(start)
+	if wrong != 0 || failed != 0 {
+		t.Fatalf("partition: wrong %d, errors %d", wrong, failed)
+	}
+	for _, c := range caches {
+		if c.Stats().Degraded == 0 {
+			t.Fatalf("partition answered without degrading: %+v", c.Stats())
+		}
+	}
+	p.SetPartition(false)
+	p.Reset() // connections that lost bytes in the partition are dead anyway
+	for _, c := range caches {
+		waitFor(t, "recovery after the partition", func() bool {
+			r, err := c.Fetch(ctx, "k", fn)
+			return err == nil && r.Outcome == cache.Hit
+		})
+	}
+	t.Logf("partition: 60 callers answered (degraded) in %s", took.Round(time.Millisecond))
+}
+
+func TestFaultSlowClose(t *testing.T) {
+	p, caches := proxied(t, 2)
+	p.SetSlowClose(300 * time.Millisecond)
+	o := &origin[string]{value: "v", delay: 20 * time.Millisecond}
+	if wrong, failed := storm(caches, 30, "k", o.fn, "v"); wrong != 0 || failed != 0 || o.calls.Load() != 1 {
+		t.Fatalf("slow close: wrong %d, errors %d, calls %d", wrong, failed, o.calls.Load())
+	}
+	p.Reset()
+	if wrong, failed := storm(caches, 30, "k", o.fn, "v"); wrong != 0 || failed != 0 {
+		t.Fatalf("after slow-closed connections: wrong %d, errors %d", wrong, failed)
+	}
+}
