@@ -178,3 +178,6 @@ func TestEnvelopeIsMsgpack(t *testing.T) {
 		t.Fatalf("compact encoding: %+v %v", e, err)
 	}
 }
+
+// waitForConfirmations yields a little so pub/sub confirmations can arrive.
+func waitForConfirmations() { time.Sleep(time.Millisecond) }

@@ -1,0 +1,83 @@
+package cache
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+// 100,000 distinct keys through two replicas that race for each of them:
+// afterwards nothing is left in flight — no shared reads, no singleflight
+// calls, no waiter subscriptions, no background refreshes.
+func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
+	const keys = 100_000
+	ns := redistest.Prefix(t)
+	a, err := New[string](redistest.Client(t), Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := New[string](redistest.Client(t), Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var next, computes atomic.Int64
+	fn := func(context.Context) (string, error) { computes.Add(1); return "v", nil }
+	var maxSubs atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > keys {
+					return
+				}
+				k := strconv.FormatInt(i, 10)
+				var inner sync.WaitGroup
+				for _, c := range []*Cache[string]{a, b} {
+					inner.Go(func() {
+						if v, err := c.GetOrCompute(context.Background(), k, fn); err != nil || v != "v" {
+							t.Errorf("%s: %q %v", k, v, err)
+						}
+					})
+				}
+				inner.Wait()
+				if i%1000 == 0 {
+					n := int64(a.notify.subscriptions() + b.notify.subscriptions())
+					for p := maxSubs.Load(); n > p && !maxSubs.CompareAndSwap(p, n); p = maxSubs.Load() {
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := computes.Load(); n != keys {
+		t.Fatalf("%d computes for %d keys", n, keys)
+	}
+	for name, c := range map[string]*Cache[string]{"a": a, "b": b} {
+		c.reads.mu.Lock()
+		flights := len(c.reads.flights)
+		c.reads.mu.Unlock()
+		refreshing := 0
+		c.refreshing.Range(func(any, any) bool { refreshing++; return true })
+		waitSubs := 0
+		for range 1000 { // unsubscribe confirmations arrive asynchronously
+			if waitSubs = c.notify.subscriptions(); waitSubs == 0 {
+				break
+			}
+			waitForConfirmations()
+		}
+		if flights != 0 || refreshing != 0 || waitSubs != 0 {
+			t.Fatalf("%s after %d keys: %d read flights, %d refreshes, %d subscriptions left", name, keys, flights, refreshing, waitSubs)
+		}
+	}
+	if m := maxSubs.Load(); m > 64 {
+		t.Fatalf("up to %d channel subscriptions at once for 16 workers", m)
+	}
+	t.Logf("peak waiter subscriptions sampled: %d", maxSubs.Load())
+}
