@@ -201,20 +201,28 @@ func (c *Cache[V]) readMany(ctx context.Context, keys []string, each func(i int,
 		vkeys[i] = all[at : at+n]
 		at += n
 	}
+	// give hands key i's reply (if any) to each, decoded.
+	give := func(i int, s string, ok bool) {
+		var e entry[V]
+		found := false
+		if ok {
+			e, found, _ = c.decode(ctx, keys[i], reply{s: s, found: true}, true)
+		}
+		each(i, e, found)
+	}
+	fail := func(err error) error {
+		c.redisFailed(ctx, err)
+		return fmt.Errorf("cache: read %d keys: %w", len(keys), err)
+	}
 	if _, cluster := c.rdb.(*redis.ClusterClient); !cluster {
 		vals, err := c.rdb.MGet(ctx, vkeys...).Result()
 		if err != nil {
-			c.redisFailed(ctx, err)
-			return fmt.Errorf("cache: read %d keys: %w", len(keys), err)
+			return fail(err)
 		}
 		c.redisOK(ctx)
 		for i, v := range vals {
-			var e entry[V]
-			found := false
-			if s, ok := v.(string); ok {
-				e, found, _ = c.decode(ctx, keys[i], reply{s: s, found: true}, true)
-			}
-			each(i, e, found)
+			s, ok := v.(string)
+			give(i, s, ok)
 		}
 		return nil
 	}
@@ -224,17 +232,12 @@ func (c *Cache[V]) readMany(ctx context.Context, keys []string, each func(i int,
 		cmds[i] = pipe.Get(ctx, vk)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		c.redisFailed(ctx, err)
-		return fmt.Errorf("cache: read %d keys: %w", len(keys), err)
+		return fail(err)
 	}
 	c.redisOK(ctx)
 	for i, cmd := range cmds {
-		var e entry[V]
-		found := false
-		if s, err := cmd.Result(); err == nil {
-			e, found, _ = c.decode(ctx, keys[i], reply{s: s, found: true}, true)
-		}
-		each(i, e, found)
+		s, err := cmd.Result()
+		give(i, s, err == nil)
 	}
 	return nil
 }
