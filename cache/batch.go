@@ -98,24 +98,37 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 			return v, nil
 		}
 	}
+	// served answers key k from entry e in state s; false means it must be computed.
+	served := func(k string, e entry[V], s stale.State) bool {
+		switch s {
+		case stale.Fresh:
+			c.stats.outcome(Hit)
+			c.l1put(k, e)
+			if !e.negative {
+				out[k] = e.value
+			} else {
+				errs[k] = errCachedNotFound
+			}
+			return true
+		case stale.RefreshEarly, stale.Stale:
+			c.stats.outcome(Stale)
+			c.refreshAsync(k, e, single(k))
+			if !e.negative {
+				out[k] = e.value
+			}
+			return true
+		}
+		return false
+	}
 	if len(todo) > 0 {
 		var missing []string
 		switch {
 		case c.rdb == nil:
 			now := time.Now()
 			for _, k := range todo {
-				if e, ok := c.local.get(k, now); ok && !e.negative {
-					switch c.policy.State(e.w, now, 0, 0) {
-					case stale.Fresh:
-						c.stats.outcome(Hit)
-						out[k] = e.value
-						continue
-					case stale.Stale:
-						c.stats.outcome(Stale)
-						c.refreshAsync(k, e, single(k))
-						out[k] = e.value
-						continue
-					}
+				// A cached not-found is recomputed in local batches.
+				if e, ok := c.local.get(k, now); ok && !e.negative && served(k, e, c.policy.State(e.w, now, 0, 0)) {
+					continue
 				}
 				missing = append(missing, k)
 			}
@@ -126,34 +139,15 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 			var seen map[string]bool
 			err := c.readMany(ctx, todo, func(i int, e entry[V], found bool) {
 				k := todo[i]
-				{
-					if found {
-						switch c.policy.State(e.w, now, e.took, rand.Float64()) {
-						case stale.Fresh:
-							c.stats.outcome(Hit)
-							c.l1put(k, e)
-							if !e.negative {
-								out[k] = e.value
-							} else {
-								errs[k] = errCachedNotFound
-							}
-							return
-						case stale.RefreshEarly, stale.Stale:
-							c.stats.outcome(Stale)
-							c.refreshAsync(k, e, single(k))
-							if !e.negative {
-								out[k] = e.value
-							}
-							return
-						}
-					}
-					if seen == nil {
-						seen = map[string]bool{}
-					}
-					if !seen[k] {
-						seen[k] = true
-						missing = append(missing, k)
-					}
+				if found && served(k, e, c.policy.State(e.w, now, e.took, rand.Float64())) {
+					return
+				}
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				if !seen[k] {
+					seen[k] = true
+					missing = append(missing, k)
 				}
 			})
 			if err != nil {

@@ -35,16 +35,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	if c.l1 != nil {
 		now := time.Now()
 		if e, ok := c.l1.get(key, now); ok { // the L1 hit path: a map read and two counters
-			c.stats.l1Hit()
-			if c.opts.Observer != nil {
-				c.observe(ctx, Event{Kind: EventOutcome, Key: key, Outcome: Hit, Negative: e.negative})
-			}
-			res := Result[V]{Value: e.value, Outcome: Hit, Age: max(now.Sub(e.w.Created), 0)}
-			if e.negative {
-				c.stats.negativeHits.Add(1)
-				return res, errCachedNotFound
-			}
-			return res, nil
+			return c.hit(ctx, key, e, now, true)
 		}
 	}
 	if c.rdb != nil && !c.brk.allow() {
@@ -67,13 +58,8 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 		now := time.Now()
 		switch c.policy.State(e.w, now, e.took, rand.Float64()) {
 		case stale.Fresh:
-			if c.l1 != nil || c.opts.Observer != nil || e.negative {
-				c.l1put(key, e)
-				return c.answer(ctx, key, e.loaded(Hit), nil)
-			}
-			// The plain Redis hit: no L1, no observer, a value.
-			c.stats.outcome(Hit)
-			return Result[V]{Value: e.value, Outcome: Hit, Age: max(now.Sub(e.w.Created), 0)}, nil
+			c.l1put(key, e)
+			return c.hit(ctx, key, e, now, false)
 		case stale.RefreshEarly:
 			c.refreshAsync(key, e, fn)
 			return c.answer(ctx, key, e.loaded(Hit), nil)
@@ -107,6 +93,25 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, load func(context.C
 		c.l1put(key, entry[V]{value: r.value, w: r.w, negative: r.negative})
 	}
 	return c.answer(ctx, key, r, err)
+}
+
+// hit answers a caller from a fresh entry read at now, from L1 or Redis,
+// without building a shared load: this is the hot path.
+func (c *Cache[V]) hit(ctx context.Context, key string, e entry[V], now time.Time, fromL1 bool) (Result[V], error) {
+	if fromL1 {
+		c.stats.l1Hit()
+	} else {
+		c.stats.outcome(Hit)
+	}
+	if c.opts.Observer != nil {
+		c.observe(ctx, Event{Kind: EventOutcome, Key: key, Outcome: Hit, Negative: e.negative})
+	}
+	res := Result[V]{Value: e.value, Outcome: Hit, Age: max(now.Sub(e.w.Created), 0)}
+	if e.negative {
+		c.stats.negativeHits.Add(1)
+		return res, errCachedNotFound
+	}
+	return res, nil
 }
 
 // answer turns a load into the caller's Result, counting its outcome.
@@ -165,18 +170,15 @@ func (c *Cache[V]) lead(ctx context.Context, k keys, l *lease.Lease, fn func(con
 	if err != nil {
 		return c.computeDegraded(ctx, k.key, fn, prev)
 	}
-	if found && !after.IsZero() && e.w.Created.After(after) {
-		// A refresh whose entry was already replaced by someone else's: done.
-		return e.loaded(Hit), nil
-	}
 	if found {
-		switch c.policy.State(e.w, time.Now(), 0, 0) {
-		case stale.Fresh:
-			if e.w.Created.After(after) {
-				return e.loaded(Hit), nil
-			}
-			prev = &e
-		case stale.Stale, stale.Expired:
+		state := c.policy.State(e.w, time.Now(), 0, 0)
+		// Done when someone else filled since the entry that brought us here:
+		// on a miss (after is zero) only a fresh fill counts; a refresh is
+		// done by any newer entry.
+		if e.w.Created.After(after) && (!after.IsZero() || state == stale.Fresh) {
+			return e.loaded(Hit), nil
+		}
+		if state != stale.Gone {
 			prev = &e
 		}
 	}

@@ -45,6 +45,16 @@ type subOp struct {
 	ready     chan struct{} // closed when confirmed (SUBSCRIBE only)
 }
 
+// wakeAll tells every waiter of the channel to re-read; call with n.mu held.
+func (st *channelState) wakeAll() {
+	for w := range st.waiters {
+		select {
+		case w.C <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // waiter is one local waiter's registration on a channel.
 type waiter struct {
 	n       *notifier
@@ -209,12 +219,7 @@ func (n *notifier) wake(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st := n.chans[channel]; st != nil {
-		for w := range st.waiters {
-			select {
-			case w.C <- struct{}{}:
-			default:
-			}
-		}
+		st.wakeAll()
 	}
 }
 
@@ -238,12 +243,7 @@ func (n *notifier) reset() {
 			// go-redis resubscribes it; treat it as confirmed from now on.
 			st.lastSub = &subOp{subscribe: true, ready: closedChan}
 		}
-		for w := range st.waiters {
-			select {
-			case w.C <- struct{}{}:
-			default:
-			}
-		}
+		st.wakeAll()
 		if len(st.waiters) == 0 && st.lastSub == nil {
 			delete(n.chans, ch)
 		}
@@ -270,12 +270,7 @@ func (n *notifier) close() error {
 	close(n.stop)
 	ps, done := n.ps, n.done
 	for _, st := range n.chans {
-		for w := range st.waiters {
-			select {
-			case w.C <- struct{}{}:
-			default:
-			}
-		}
+		st.wakeAll()
 	}
 	n.mu.Unlock()
 	if ps == nil {
