@@ -121,7 +121,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := h.c.Fetch(r.Context(), key, run.compute(key, h.opts.VaryHeaders))
 	if err == nil && len(res.Value.VaryOn) > 0 {
 		// A marker: responses vary on request headers; look up this request's variant.
-		vary := canonicalSorted(append(slices.Clone(h.opts.VaryHeaders), res.Value.VaryOn...))
+		vary := union(h.opts.VaryHeaders, res.Value.VaryOn)
 		vkey := h.opts.Key(r, vary)
 		res, err = h.c.Fetch(r.Context(), vkey, run.compute(vkey, vary))
 	}
@@ -138,6 +138,7 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, run *run, res 
 		status = StatusMiss // this request's handler run answered it
 	}
 	var ns *notStored
+	var hp *handlerPanic
 	switch {
 	case err == nil, errors.Is(err, cache.ErrValueTooLarge) && res.Value.Status != 0:
 		h.write(w, r, res.Value, status, res.Age)
@@ -151,10 +152,8 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, run *run, res 
 			// Private to the client it was made for: run the handler for this one.
 			h.bypass(w, r)
 		}
-	case errors.As(err, new(*handlerPanic)):
+	case errors.As(err, &hp):
 		if ran {
-			var hp *handlerPanic
-			errors.As(err, &hp)
 			panic(hp.value) // this request's own handler panicked: let the server's recovery see it
 		}
 		http.Error(w, "handler failed", http.StatusBadGateway)
@@ -317,7 +316,7 @@ func (h *handler) decide(ctx context.Context, r *http.Request, key string, vary 
 	if extra := missing(vary, names); len(extra) > 0 {
 		// The response varies on request headers the key lacks: store it under
 		// the key with their values, and a marker naming them under this one.
-		full := canonicalSorted(append(slices.Clone(vary), names...))
+		full := union(vary, names)
 		vkey := h.opts.Key(r, full)
 		if vkey != key {
 			if _, err := h.c.Fetch(ctx, vkey, func(ctx context.Context) (Response, error) {
@@ -344,6 +343,9 @@ func missing(have, names []string) []string {
 	}
 	return out
 }
+
+// union returns the header names of a and b, canonical, sorted, once each.
+func union(a, b []string) []string { return canonicalSorted(append(slices.Clone(a), b...)) }
 
 func canonicalSorted(names []string) []string {
 	out := make([]string, 0, len(names))
