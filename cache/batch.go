@@ -337,7 +337,12 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 		}
 		return
 	}
+	// Fill every computed key in one pipeline (EVAL: a pipeline cannot fall
+	// back from EVALSHA on NOSCRIPT).
 	now = time.Now()
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(missing))
+	entries := make([]entry[V], len(missing))
 	for _, i := range won {
 		k := missing[i]
 		v, ok := vals[k]
@@ -347,15 +352,23 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 			}
 			continue
 		}
-		e := entry[V]{value: v, w: c.policy.Write(now, 0, rand.Float64()), took: took}
-		stored, ferr := c.fill(cctx, ks[i], leases[i], e)
-		filled[i] = ferr == nil || stored
 		out[k] = v
-		if stored {
-			c.l1put(k, e)
-		}
+		entries[i] = entry[V]{value: v, w: c.policy.Write(now, 0, rand.Float64()), took: took}
+		args, ferr := c.fillArgs(leases[i], entries[i])
 		if ferr != nil {
-			errs[k] = ferr
+			errs[k] = ferr // not stored; the deferred abandon releases the lease
+			continue
+		}
+		cmds[i] = fillScript.Eval(cctx, pipe, []string{ks[i].value, ks[i].lease, ks[i].fence}, append(args, ks[i].channel)...)
+	}
+	_, _ = pipe.Exec(cctx) // errors are per command
+	for _, i := range won {
+		if cmds[i] == nil {
+			continue
+		}
+		filled[i] = true // the script ran or Redis failed: either way nothing is left to release by us
+		if c.filled(cctx, ks[i], cmds[i]) {
+			c.l1put(missing[i], entries[i])
 		}
 	}
 }

@@ -185,19 +185,33 @@ func (c *Cache[V]) encode(e entry[V], fence int64) ([]byte, error) {
 // newer lease, Set or Delete fenced the write out, or Redis failed; err is
 // set only when the value could not be encoded.
 func (c *Cache[V]) fill(ctx context.Context, k keys, l *lease.Lease, e entry[V]) (stored bool, err error) {
-	b, err := c.encode(e, l.Fence())
+	args, err := c.fillArgs(l, e)
 	if err != nil {
 		return false, err
 	}
-	px := max(e.w.Expire().Milliseconds(), 1)
-	res, err := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence},
-		b, px, l.Token(), l.Fence(), k.channel).Int64Slice()
+	return c.filled(ctx, k, fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence}, append(args, k.channel)...)), nil
+}
+
+// fillArgs encodes e for the fill script: envelope, TTL, token, fence.
+func (c *Cache[V]) fillArgs(l *lease.Lease, e entry[V]) ([]any, error) {
+	b, err := c.encode(e, l.Fence())
+	if err != nil {
+		return nil, err
+	}
+	return []any{b, max(e.w.Expire().Milliseconds(), 1), l.Token(), l.Fence()}, nil
+}
+
+// filled reads the fill script's reply, reporting a fence rejection and a
+// rejected release; it says whether the value was stored. A Redis failure
+// counts, but the value is good: only storing it failed.
+func (c *Cache[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool {
+	res, err := cmd.Int64Slice()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("cache: fill: unexpected reply %v", res)
 	}
 	if err != nil {
 		c.redisFailed(ctx, err)
-		return false, nil // the value is good; only storing it failed
+		return false
 	}
 	if res[0] == 0 {
 		c.stats.fencedOut.Add(1)
@@ -207,7 +221,7 @@ func (c *Cache[V]) fill(ctx context.Context, k keys, l *lease.Lease, e entry[V])
 	if res[1] == 0 {
 		c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
 	}
-	return res[0] == 1, nil
+	return res[0] == 1
 }
 
 // fillNegative caches a "not found" for NegativeTTL. It reports whether the
