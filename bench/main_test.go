@@ -20,15 +20,9 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // run completes, its figures are sane, stampede computes exactly once per
 // expiry, and the output files parse.
 func TestShortRun(t *testing.T) {
-	addr := redistest.Addr(t)
 	dir := t.TempDir()
 	var out bytes.Buffer
-	getenv := func(k string) string {
-		if k == "REDIS_URL" {
-			return "redis://" + addr
-		}
-		return ""
-	}
+	getenv := redistest.Getenv(t)
 	rep, err := run(context.Background(), []string{"-short", "-out", dir}, &out, io.Discard, getenv)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())

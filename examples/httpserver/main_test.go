@@ -36,13 +36,7 @@ func (s *syncBuffer) String() string {
 // The example starts, serves, stops a stampede on its expensive route, and
 // shuts down cleanly.
 func TestServerStartsServesAndShutsDown(t *testing.T) {
-	addr := redistest.Addr(t)
-	getenv := func(k string) string {
-		if k == "REDIS_URL" {
-			return "redis://" + addr
-		}
-		return ""
-	}
+	getenv := redistest.Getenv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	var logs syncBuffer

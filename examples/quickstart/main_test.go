@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,14 +13,8 @@ import (
 func TestMain(m *testing.M) { redistest.Main(m) }
 
 func TestQuickstartStopsTheStampede(t *testing.T) {
-	addr := redistest.Addr(t)
 	var out bytes.Buffer
-	getenv := func(k string) string {
-		if k == "REDIS_URL" {
-			return "redis://" + addr
-		}
-		return os.Getenv(k)
-	}
+	getenv := redistest.Getenv(t)
 	if err := run([]string{"-replicas", "3", "-callers", "40", "-latency", "20ms"}, &out, getenv); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

@@ -102,6 +102,20 @@ func ClusterClient(t testing.TB) *redis.ClusterClient {
 // Addr returns the package server's address (see [Server]).
 func Addr(t testing.TB) string { return Server(t).Addr() }
 
+// Getenv is an environment for programs that choose their Redis the way
+// the examples and the bench do: REDIS_URL points at the package's server,
+// and nothing else is set.
+func Getenv(t testing.TB) func(string) string {
+	t.Helper()
+	url := Server(t).URL()
+	return func(k string) string {
+		if k == "REDIS_URL" {
+			return url
+		}
+		return ""
+	}
+}
+
 // Client returns a new client of its own for the package's server, closed
 // when the test ends. Separate clients simulate separate replicas.
 func Client(t testing.TB) *redis.Client {
