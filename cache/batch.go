@@ -359,7 +359,7 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 			errs[k] = ferr // not stored; the deferred abandon releases the lease
 			continue
 		}
-		cmds[i] = fillScript.Eval(cctx, pipe, []string{ks[i].value, ks[i].lease, ks[i].fence}, append(args, ks[i].channel)...)
+		cmds[i] = fillScript.Eval(cctx, pipe, []string{ks[i].value, ks[i].lease, ks[i].fence}, append(args, ks[i].channel, c.shardArg())...)
 	}
 	_, _ = pipe.Exec(cctx) // errors are per command
 	for _, i := range won {

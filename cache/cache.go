@@ -270,7 +270,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
 	}
 	k := c.keysFor(key)
 	err = setScript.Run(ctx, c.rdb, []string{k.value, k.fence}, b, w.Expire().Milliseconds(), c.fenceTTL(), k.channel,
-		c.invalidationChannel(), c.id+" "+key).Err()
+		c.invalidationChannel(), c.id+" "+key, c.shardArg()).Err()
 	if err != nil {
 		c.redisFailed(ctx, err)
 		if c.l1 != nil {
@@ -297,7 +297,7 @@ func (c *Cache[V]) Delete(ctx context.Context, key string) error {
 	}
 	k := c.keysFor(key)
 	if err := deleteScript.Run(ctx, c.rdb, []string{k.value, k.fence}, c.fenceTTL(), k.channel,
-		c.invalidationChannel(), c.id+" "+key).Err(); err != nil {
+		c.invalidationChannel(), c.id+" "+key, c.shardArg()).Err(); err != nil {
 		c.redisFailed(ctx, err)
 		return fmt.Errorf("cache: delete %s: %w", k.value, err)
 	}

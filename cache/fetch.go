@@ -267,9 +267,19 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 	w, _ := c.notify.subscribe(wctx, k.channel)
 	defer w.close()
 	for attempt := 0; ; attempt++ {
-		e, found, err := c.readRedis(ctx, k, true)
+		// Reads are bounded by the wait: a master that died mid-read must
+		// not hold the caller past WaitTimeout.
+		e, found, err := c.readRedis(wctx, k, true)
 		if err != nil {
-			return c.computeDegraded(ctx, k.key, fn, prev)
+			if wctx.Err() != nil {
+				break
+			}
+			// Redis failed (a failover, a restart) while another replica
+			// computes: keep waiting, as its fill retries until Redis
+			// answers, unless this process already counts Redis as down.
+			if c.waitFailed(ctx, err) {
+				return c.computeDegraded(ctx, k.key, fn, prev)
+			}
 		}
 		if found {
 			switch c.policy.State(e.w, time.Now(), 0, 0) {
@@ -281,29 +291,52 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 				prev = &e
 			}
 		}
-		if attempt > 0 {
+		if attempt > 0 && err == nil {
 			// Still nothing: the holder may have died or given up.
-			l, err := c.acquire(ctx, k)
-			if err == nil {
-				return c.lead(ctx, k, l, fn, prev, time.Time{})
-			}
+			l, err := c.acquire(wctx, k)
 			var busy *lease.BusyError
-			if !errors.As(err, &busy) {
-				c.redisFailed(ctx, err)
+			switch {
+			case err == nil:
+				return c.lead(ctx, k, l, fn, prev, time.Time{})
+			case errors.As(err, &busy):
+				remaining = busy.Remaining
+			case wctx.Err() != nil:
+			case c.waitFailed(ctx, err):
 				return c.computeDegraded(ctx, k.key, fn, prev)
 			}
-			remaining = busy.Remaining
+		}
+		if wctx.Err() != nil {
+			break
 		}
 		t := time.NewTimer(c.pollDelay(attempt, remaining))
 		select {
 		case <-w.C:
 		case <-t.C:
 		case <-wctx.Done():
-			t.Stop()
-			return c.busy(ctx, k.key, fn, fallback, prev)
 		}
 		t.Stop()
+		if wctx.Err() != nil {
+			break
+		}
 	}
+	if ctx.Err() != nil {
+		return loaded[V]{}, context.Cause(ctx)
+	}
+	return c.busy(ctx, k.key, fn, fallback, prev)
+}
+
+// waitFailed records a Redis failure seen by a waiter and reports whether
+// to stop waiting and compute locally: only when the breaker is open (other
+// calls found Redis down). A waiter's own failures do not trip the breaker:
+// a failover makes every waiter fail at once for a moment, and the holder's
+// fill lands when Redis answers again.
+func (c *Cache[V]) waitFailed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	c.stats.redisErrors.Add(1)
+	c.observe(ctx, Event{Kind: EventRedisError, Err: err})
+	return c.brk.open()
 }
 
 // pollDelay is the safety-net poll interval: capped exponential with jitter,

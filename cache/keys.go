@@ -20,6 +20,16 @@ func (c *Cache[V]) keysFor(key string) keys {
 	return keys{key: key, name: name, value: tag + ":v", lease: l, fence: f, channel: tag + ":n"}
 }
 
+// shardArg tells the scripts how to announce on a key's channel: "1" for
+// SPUBLISH on a Cluster (the channel lives on the key's own shard, as the
+// waiters' SSUBSCRIBE does), "0" for PUBLISH.
+func (c *Cache[V]) shardArg() string {
+	if c.notify.sharded() {
+		return "1"
+	}
+	return "0"
+}
+
 // valueKey is keysFor(key).value, built alone for the hit path.
 func (c *Cache[V]) valueKey(key string) string {
 	return "{" + c.opts.Namespace + ":" + key + "}:v"

@@ -9,40 +9,82 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// notifier owns one pub/sub connection per Cache and fans fill
+// notifier owns the pub/sub connections of one Cache and fans fill
 // notifications out to the local waiters of each key. A key's channel is
 // subscribed while it has waiters, and a waiter is told "ready" only once
-// Redis confirmed its SUBSCRIBE, so a fill published after that cannot be
-// missed by the waiter's next read.
+// Redis confirmed its subscription, so a fill published after that cannot
+// be missed by the waiter's next read.
+//
+// On a single Redis (or behind Sentinel) every channel shares one plain
+// SUBSCRIBE connection, which go-redis reconnects and resubscribes. On a
+// Redis Cluster the per-key channels use sharded pub/sub (SSUBSCRIBE): one
+// connection per master, each channel on the master that owns its slot.
+// Those connections are not left to go-redis's reconnect, which would send
+// every channel in one SSUBSCRIBE (a CROSSSLOT error when they span slots)
+// to a node that may no longer own them: when one breaks, or Redis moves a
+// slot away (it then sends an unsolicited SUNSUBSCRIBE), the notifier wakes
+// the waiters, drops the connection and subscribes each channel again, one
+// by one, on its current owner. Polling covers the gap.
 type notifier struct {
 	rdb redis.UniversalClient
+	// cluster is rdb when it is a Cluster client: per-key channels are sharded.
+	cluster *redis.ClusterClient
 
 	mu       sync.Mutex
-	ps       *redis.PubSub
+	conns    map[string]*psConn // "" is the plain connection; others by master address
 	chans    map[string]*channelState
 	handlers map[string]func(payload string) // permanent subscriptions (L1 invalidation)
-	// onReset runs after the connection broke: messages may have been missed.
+	// lost are sharded channels with waiters that must be subscribed again
+	// on the master that owns them now.
+	lost        map[string]struct{}
+	kick        chan struct{} // wakes the resubscriber
+	resubActive bool
+	// onReset runs after the plain connection broke: messages may have been missed.
 	onReset func()
 	// onListening runs when Redis confirms a permanent subscription, at
 	// first and after every reconnect.
 	onListening func()
 	closed      bool
-	stop        chan struct{} // closed by close
-	done        chan struct{} // closed when receive returns
+	stop        chan struct{}  // closed by close
+	bg          sync.WaitGroup // receivers and the resubscriber
+}
+
+// psConn is one pub/sub connection: the plain one, or a master's sharded one.
+type psConn struct {
+	addr    string
+	ps      *redis.PubSub
+	sharded bool
+	dead    bool // dropped: its confirmations no longer count
+}
+
+func (p *psConn) sub(ctx context.Context, channel string) error {
+	if p.sharded {
+		return p.ps.SSubscribe(ctx, channel)
+	}
+	return p.ps.Subscribe(ctx, channel)
+}
+
+func (p *psConn) unsub(ctx context.Context, channel string) error {
+	if p.sharded {
+		return p.ps.SUnsubscribe(ctx, channel)
+	}
+	return p.ps.Unsubscribe(ctx, channel)
 }
 
 type channelState struct {
+	// conn carries the channel's subscription; nil while it has none.
+	conn    *psConn
 	waiters map[*waiter]struct{}
-	// pending are the SUBSCRIBE/UNSUBSCRIBE commands sent and not yet
+	// pending are the (S)SUBSCRIBE/(S)UNSUBSCRIBE commands sent and not yet
 	// confirmed, oldest first; Redis confirms them in order.
 	pending []*subOp
-	// lastSub is the newest SUBSCRIBE when no UNSUBSCRIBE followed it.
+	// lastSub is the newest subscribe when no unsubscribe followed it.
 	lastSub *subOp
 }
 
 type subOp struct {
 	subscribe bool
-	ready     chan struct{} // closed when confirmed (SUBSCRIBE only)
+	ready     chan struct{} // closed when confirmed (subscribe only)
 }
 
 // wakeAll tells every waiter of the channel to re-read; call with n.mu held.
@@ -55,6 +97,18 @@ func (st *channelState) wakeAll() {
 	}
 }
 
+// release forgets the commands in flight, freeing whoever waits on them,
+// and wakes the waiters; call with n.mu held.
+func (st *channelState) release() {
+	for _, op := range st.pending {
+		if op.subscribe {
+			close(op.ready)
+		}
+	}
+	st.pending = nil
+	st.wakeAll()
+}
+
 // waiter is one local waiter's registration on a channel.
 type waiter struct {
 	n       *notifier
@@ -65,23 +119,37 @@ type waiter struct {
 }
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
-	return &notifier{rdb: rdb, chans: make(map[string]*channelState), stop: make(chan struct{})}
+	cc, _ := rdb.(*redis.ClusterClient)
+	return &notifier{
+		rdb: rdb, cluster: cc,
+		conns: make(map[string]*psConn), chans: make(map[string]*channelState),
+		lost: make(map[string]struct{}), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+	}
 }
 
-// subscribe registers a waiter on channel and waits, bounded by ctx, until
-// Redis confirmed the subscription. On error the waiter is still registered
-// (it may yet be woken) and must be closed; callers fall back to polling.
+// sharded reports whether per-key channels use SSUBSCRIBE/SPUBLISH.
+func (n *notifier) sharded() bool { return n.cluster != nil }
+
+// subscribe registers a waiter on a per-key channel and waits, bounded by
+// ctx, until Redis confirmed the subscription. On error the waiter is still
+// registered (it may yet be woken) and must be closed; callers fall back to
+// polling.
 func (n *notifier) subscribe(ctx context.Context, channel string) (*waiter, error) {
+	return n.join(ctx, channel, n.sharded())
+}
+
+func (n *notifier) join(ctx context.Context, channel string, sharded bool) (*waiter, error) {
 	w := &waiter{n: n, channel: channel, C: make(chan struct{}, 1)}
+	var node *redis.Client
+	var lookupErr error
+	if sharded {
+		node, lookupErr = n.cluster.MasterForKey(ctx, channel)
+	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		return w, ErrClosed
-	}
-	if n.ps == nil {
-		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx))
-		n.done = make(chan struct{})
-		go n.receive(n.ps, n.done)
 	}
 	st := n.chans[channel]
 	if st == nil {
@@ -91,12 +159,13 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (*waiter, erro
 	st.waiters[w] = struct{}{}
 	op := st.lastSub
 	var err error
-	if op == nil {
-		op = &subOp{subscribe: true, ready: make(chan struct{})}
-		st.pending = append(st.pending, op)
-		st.lastSub = op
-		// Sent under n.mu so the order of pending matches the wire order.
-		err = n.ps.Subscribe(ctx, channel)
+	switch {
+	case op != nil:
+	case lookupErr != nil:
+		n.loseLocked(channel, st)
+		err = lookupErr
+	default:
+		op, err = n.sendLocked(ctx, channel, st, node)
 	}
 	n.mu.Unlock()
 	if err != nil {
@@ -110,9 +179,49 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (*waiter, erro
 	}
 }
 
-// listen subscribes to channel for good and calls fn with every message's
-// payload, on the receiving goroutine. It waits, bounded by ctx, for Redis
-// to confirm.
+// sendLocked subscribes channel on its connection (node's sharded one, or
+// the plain one when node is nil); call with n.mu held. Sent under n.mu so
+// the order of pending matches the wire order.
+func (n *notifier) sendLocked(ctx context.Context, channel string, st *channelState, node *redis.Client) (*subOp, error) {
+	conn := n.connLocked(node)
+	op := &subOp{subscribe: true, ready: make(chan struct{})}
+	st.pending = append(st.pending, op)
+	st.lastSub = op
+	st.conn = conn
+	delete(n.lost, channel)
+	err := conn.sub(ctx, channel)
+	if err != nil && conn.sharded {
+		n.dropLocked(conn) // the master is unreachable: try its successor later
+	}
+	return op, err
+}
+
+// connLocked returns the connection for node (nil: the plain one), making
+// it and its receiver on first use; call with n.mu held.
+func (n *notifier) connLocked(node *redis.Client) *psConn {
+	addr := ""
+	if node != nil {
+		addr = node.Options().Addr
+	}
+	if c := n.conns[addr]; c != nil {
+		return c
+	}
+	c := &psConn{addr: addr, sharded: node != nil}
+	if node != nil {
+		c.ps = node.SSubscribe(context.Background())
+	} else {
+		c.ps = n.rdb.Subscribe(context.Background())
+	}
+	n.conns[addr] = c
+	n.bg.Add(1)
+	go n.receive(c)
+	return c
+}
+
+// listen subscribes to a plain channel for good and calls fn with every
+// message's payload, on the receiving goroutine. It waits, bounded by ctx,
+// for Redis to confirm. The L1 invalidation channel is plain even on a
+// Cluster: one PUBLISH reaches every node's subscribers.
 func (n *notifier) listen(ctx context.Context, channel string, fn func(payload string)) error {
 	n.mu.Lock()
 	if n.handlers == nil {
@@ -120,7 +229,7 @@ func (n *notifier) listen(ctx context.Context, channel string, fn func(payload s
 	}
 	n.handlers[channel] = fn
 	n.mu.Unlock()
-	_, err := n.subscribe(ctx, channel) // a waiter that is never closed
+	_, err := n.join(ctx, channel, false) // a waiter that is never closed
 	return err
 }
 
@@ -137,11 +246,12 @@ func (w *waiter) close() {
 	if len(st.waiters) > 0 {
 		return
 	}
+	delete(n.lost, w.channel)
 	if st.lastSub != nil && !n.closed {
 		st.lastSub = nil
 		st.pending = append(st.pending, &subOp{})
-		if err := n.ps.Unsubscribe(context.Background(), w.channel); err != nil {
-			// The connection broke; receive resets the queue on its error.
+		if err := st.conn.unsub(context.Background(), w.channel); err != nil {
+			// The connection broke; its receiver resets or drops it.
 			st.pending = st.pending[:len(st.pending)-1]
 		}
 	}
@@ -150,29 +260,31 @@ func (w *waiter) close() {
 	}
 }
 
-// receive reads the pub/sub connection until it is closed.
-func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
-	defer close(done)
+// receive reads one pub/sub connection until it is closed or dropped.
+func (n *notifier) receive(c *psConn) {
+	defer n.bg.Done()
 	ctx := context.Background()
 	failures := 0
 	for {
-		msg, err := ps.Receive(ctx)
+		msg, err := c.ps.Receive(ctx)
 		if err != nil {
 			n.mu.Lock()
-			closed := n.closed
+			over := n.closed || c.dead
+			if !over && c.sharded {
+				// Broken, or a MOVED/CROSSSLOT reply: start afresh on the
+				// current owners.
+				n.dropLocked(c)
+				over = true
+			}
 			n.mu.Unlock()
-			if closed || errors.Is(err, redis.ErrClosed) {
+			if over || errors.Is(err, redis.ErrClosed) {
 				return
 			}
-			n.reset()
+			n.reset(c)
 			failures++
 			// go-redis reconnects and resubscribes on the next Receive; do
 			// not spin while Redis is down.
-			t := time.NewTimer(min(time.Duration(failures)*50*time.Millisecond, time.Second))
-			select {
-			case <-t.C:
-			case <-n.stop:
-				t.Stop()
+			if !n.sleep(backoff(failures)) {
 				return
 			}
 			continue
@@ -180,22 +292,48 @@ func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
 		failures = 0
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			n.confirm(m.Channel)
+			n.confirm(c, m.Kind, m.Channel)
 		case *redis.Message:
 			n.wake(m.Channel, m.Payload)
 		}
 	}
 }
 
-func (n *notifier) confirm(channel string) {
+func backoff(failures int) time.Duration {
+	return min(time.Duration(failures)*50*time.Millisecond, time.Second)
+}
+
+// sleep waits d; it reports false when the notifier closed meanwhile.
+func (n *notifier) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-n.stop:
+		return false
+	}
+}
+
+func (n *notifier) confirm(c *psConn, kind, channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.handlers[channel] != nil && n.onListening != nil {
 		n.onListening()
 	}
 	st := n.chans[channel]
-	if st == nil || len(st.pending) == 0 {
-		return // a resubscription after a reconnect: nothing waits on it
+	if st == nil || st.conn != c {
+		return
+	}
+	unsub := kind == "unsubscribe" || kind == "sunsubscribe"
+	if len(st.pending) == 0 || (unsub && st.pending[0].subscribe) {
+		// Not a reply to a command of ours: a resubscription after a plain
+		// reconnect (nothing waits on it), or Redis moved the slot away
+		// and unsubscribed us.
+		if unsub && c.sharded && st.lastSub != nil {
+			n.loseLocked(channel, st)
+		}
+		return
 	}
 	op := st.pending[0]
 	st.pending[0] = nil
@@ -223,27 +361,24 @@ func (n *notifier) wake(channel, payload string) {
 	}
 }
 
-// reset runs after the connection broke: confirmations in flight are lost,
-// and a fill may have been missed, so every waiter is released and woken to
-// re-read (polling covers the gap until go-redis has resubscribed).
-func (n *notifier) reset() {
+// reset runs after the plain connection broke: confirmations in flight are
+// lost, and a fill may have been missed, so every waiter is released and
+// woken to re-read (polling covers the gap until go-redis has resubscribed).
+func (n *notifier) reset(c *psConn) {
 	if n.onReset != nil {
 		n.onReset()
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for ch, st := range n.chans {
-		for _, op := range st.pending {
-			if op.subscribe {
-				close(op.ready)
-			}
+		if st.conn != c {
+			continue
 		}
-		st.pending = nil
+		st.release()
 		if st.lastSub != nil {
 			// go-redis resubscribes it; treat it as confirmed from now on.
 			st.lastSub = &subOp{subscribe: true, ready: closedChan}
 		}
-		st.wakeAll()
 		if len(st.waiters) == 0 && st.lastSub == nil {
 			delete(n.chans, ch)
 		}
@@ -252,6 +387,107 @@ func (n *notifier) reset() {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// dropLocked closes a sharded connection and hands its channels to the
+// resubscriber; call with n.mu held.
+func (n *notifier) dropLocked(c *psConn) {
+	if c.dead {
+		return
+	}
+	c.dead = true
+	delete(n.conns, c.addr)
+	for ch, st := range n.chans {
+		if st.conn == c {
+			n.loseLocked(ch, st)
+		}
+	}
+	// Closing only fails the blocked Receive, which then sees c.dead. Not
+	// under n.mu: closing can wait on go-redis's own reconnect attempt.
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		_ = c.ps.Close()
+	}()
+}
+
+// loseLocked marks a sharded channel unsubscribed: its waiters re-read and
+// poll, and the resubscriber subscribes it again on its current owner while
+// it has waiters; call with n.mu held.
+func (n *notifier) loseLocked(channel string, st *channelState) {
+	st.release()
+	st.conn, st.lastSub = nil, nil
+	if len(st.waiters) == 0 {
+		delete(n.chans, channel)
+		return
+	}
+	n.lost[channel] = struct{}{}
+	if !n.resubActive && !n.closed {
+		n.resubActive = true
+		n.bg.Add(1)
+		go n.resubscriber()
+	}
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// resubscriber subscribes lost sharded channels again on their current
+// masters, with backoff while the cluster is failing over or resharding.
+func (n *notifier) resubscriber() {
+	defer n.bg.Done()
+	failures := 0
+	for {
+		if failures == 0 {
+			select {
+			case <-n.kick:
+			case <-n.stop:
+				return
+			}
+		}
+		// The slot map may be stale: a master died or a slot moved.
+		n.cluster.ReloadState(context.Background())
+		if !n.sleep(backoff(failures + 1)) {
+			return
+		}
+		n.mu.Lock()
+		lost := make([]string, 0, len(n.lost))
+		for ch := range n.lost {
+			lost = append(lost, ch)
+		}
+		n.mu.Unlock()
+		failed := false
+		for _, ch := range lost {
+			if err := n.resubscribe(ch); err != nil {
+				failed = true
+			}
+		}
+		if failed {
+			failures++
+		} else {
+			failures = 0
+		}
+	}
+}
+
+// resubscribe subscribes one lost channel on its current master; it does
+// not wait for the confirmation (nobody waits on it: the waiters poll).
+func (n *notifier) resubscribe(channel string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	node, err := n.cluster.MasterForKey(ctx, channel)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.chans[channel]
+	if _, ok := n.lost[channel]; !ok || n.closed || st == nil || st.conn != nil {
+		return nil // no longer lost: gone, closed or subscribed anew
+	}
+	if err != nil {
+		return err
+	}
+	_, err = n.sendLocked(ctx, channel, st, node)
+	return err
+}
+
 // subscriptions returns the number of channels with state, for tests.
 func (n *notifier) subscriptions() int {
 	n.mu.Lock()
@@ -259,7 +495,7 @@ func (n *notifier) subscriptions() int {
 	return len(n.chans)
 }
 
-// close stops the receiver and closes the connection.
+// close stops the receivers and the resubscriber and closes the connections.
 func (n *notifier) close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -268,15 +504,18 @@ func (n *notifier) close() error {
 	}
 	n.closed = true
 	close(n.stop)
-	ps, done := n.ps, n.done
+	conns := make([]*psConn, 0, len(n.conns))
+	for _, c := range n.conns {
+		conns = append(conns, c)
+	}
 	for _, st := range n.chans {
 		st.wakeAll()
 	}
 	n.mu.Unlock()
-	if ps == nil {
-		return nil
+	var errs []error
+	for _, c := range conns {
+		errs = append(errs, c.ps.Close())
 	}
-	err := ps.Close()
-	<-done
-	return err
+	n.bg.Wait()
+	return errors.Join(errs...)
 }

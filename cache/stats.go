@@ -30,6 +30,9 @@ type Stats struct {
 	L1Entries        int
 	// RedisErrors counts failed Redis calls.
 	RedisErrors uint64
+	// Refills counts computed values stored by a background retry after
+	// their fill first failed on a Redis error (a failover, a restart).
+	Refills uint64
 	// BreakerOpen reports whether Redis is considered down right now.
 	BreakerOpen bool
 }
@@ -39,7 +42,7 @@ type counters struct {
 	computes, computeErrors, refreshes atomic.Uint64
 	corrupt, fencedOut, redisErrors    atomic.Uint64
 	staleOnError, negativeStored       atomic.Uint64
-	negativeHits                       atomic.Uint64
+	negativeHits, refills              atomic.Uint64
 	l1Hits                             striped
 }
 
@@ -59,6 +62,7 @@ func (c *Cache[V]) Stats() Stats {
 		Computes: s.computes.Load(), ComputeErrors: s.computeErrors.Load(), Refreshes: s.refreshes.Load(),
 		StaleOnError: s.staleOnError.Load(), NegativeStored: s.negativeStored.Load(), NegativeHits: s.negativeHits.Load(),
 		Corrupt: s.corrupt.Load(), FencedOut: s.fencedOut.Load(), RedisErrors: s.redisErrors.Load(),
+		Refills:     s.refills.Load(),
 		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.l1 != nil {

@@ -189,7 +189,41 @@ func (c *Cache[V]) fill(ctx context.Context, k keys, l *lease.Lease, e entry[V])
 	if err != nil {
 		return false, err
 	}
-	return c.filled(ctx, k, fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence}, append(args, k.channel)...)), nil
+	args = append(args, k.channel, c.shardArg())
+	cmd := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence}, args...)
+	stored = c.filled(ctx, k, cmd)
+	if !stored && cmd.Err() != nil && ctx.Err() == nil {
+		c.refill(k, args)
+	}
+	return stored, nil
+}
+
+// refill retries a fill that failed on a Redis error (a failover, a
+// restart) in the background, with backoff, for up to LeaseTTL+WaitTimeout:
+// the replicas waiting for this value get it as soon as Redis answers
+// instead of recomputing it. The fence makes a late fill safe: if a newer
+// lease, Set or Delete happened meanwhile, it is rejected.
+func (c *Cache[V]) refill(k keys, args []any) {
+	c.goBackground("\x00fill "+k.key, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, c.opts.LeaseTTL+c.opts.WaitTimeout)
+		defer cancel()
+		for attempt := 1; ; attempt++ {
+			t := time.NewTimer(min(time.Duration(attempt)*50*time.Millisecond, time.Second))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			cmd := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence}, args...)
+			if cmd.Err() == nil || ctx.Err() != nil {
+				if c.filled(ctx, k, cmd) {
+					c.stats.refills.Add(1)
+				}
+				return
+			}
+		}
+	})
 }
 
 // fillArgs encodes e for the fill script: envelope, TTL, token, fence.
@@ -241,7 +275,7 @@ func (c *Cache[V]) fillNegative(ctx context.Context, k keys, l *lease.Lease) boo
 func (c *Cache[V]) abandon(ctx context.Context, k keys, l *lease.Lease) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	n, err := abandonScript.Run(actx, c.rdb, []string{k.lease}, l.Token(), k.channel).Int64()
+	n, err := abandonScript.Run(actx, c.rdb, []string{k.lease}, l.Token(), k.channel, c.shardArg()).Int64()
 	switch {
 	case err != nil:
 		c.redisFailed(actx, err)
