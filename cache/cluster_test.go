@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redisserver"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -72,4 +76,213 @@ func TestClusterSetDeleteBatchAndL1(t *testing.T) {
 	if err != nil || len(got) != len(keys) || len(o.calls) != 1 {
 		t.Fatalf("second batch: %d values, %v, %d calls", len(got), err, len(o.calls))
 	}
+}
+
+// clusterStorm is one hot key on a cluster: a holder whose compute is held,
+// and waiters on other caches (separate clients: separate processes).
+type clusterStorm struct {
+	t       *testing.T
+	key     string
+	channel string // the key's fill channel, {ns:key}:n
+	o       *origin[string]
+	wg      sync.WaitGroup
+	errs    atomic.Int32
+}
+
+// startClusterStorm starts the holder on caches[0], waits until it
+// computes, then starts perCache waiters on each other cache.
+func startClusterStorm(t *testing.T, caches []*cache.Cache[string], ns, key string, perCache int) *clusterStorm {
+	s := &clusterStorm{t: t, key: key, channel: "{" + ns + ":" + key + "}:n",
+		o: &origin[string]{value: "v-" + key, started: make(chan struct{}, 1), release: make(chan struct{})}}
+	call := func(c *cache.Cache[string]) {
+		defer s.wg.Done()
+		if v, err := c.GetOrCompute(context.Background(), key, s.o.fn); err != nil || v != s.o.value {
+			s.errs.Add(1)
+			t.Errorf("%s: %q %v", key, v, err)
+		}
+	}
+	s.wg.Add(1)
+	go call(caches[0])
+	<-s.o.started
+	for _, c := range caches[1:] {
+		for range perCache {
+			s.wg.Add(1)
+			go call(c)
+		}
+	}
+	return s
+}
+
+// finish releases the holder and waits for every caller.
+func (s *clusterStorm) finish() {
+	close(s.o.release)
+	s.wg.Wait()
+}
+
+// await polls cond, which reads state another process (Redis) changes.
+func await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // Redis's state changes on its own: poll it
+	}
+}
+
+func owner(t *testing.T, cc *redis.ClusterClient, key string) string {
+	t.Helper()
+	n, err := cc.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Options().Addr
+}
+
+// On a cluster, waiters subscribe with SSUBSCRIBE on the master that owns
+// the key's slot (one sharded subscription per process, none plain), and
+// the fill's SPUBLISH reaches them.
+func TestClusterShardedPubSub(t *testing.T) {
+	ns := redistest.Prefix(t)
+	opts := cache.Options{Namespace: ns, WaitTimeout: time.Minute, PollInterval: time.Minute}
+	var caches []*cache.Cache[string]
+	for range 4 {
+		caches = append(caches, newCache[string](t, redistest.ClusterClient(t), opts))
+	}
+	cc := redistest.ClusterClient(t)
+	s := startClusterStorm(t, caches, ns, "k", 50)
+	addr := owner(t, cc, s.channel)
+	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, addr, s.channel) == 3 })
+	for _, a := range redistest.Cluster(t).Addrs() {
+		if n := redistest.PlainSubscribers(t, a, s.channel); n != 0 {
+			t.Errorf("%s: %d plain subscribers on %s", a, n, s.channel)
+		}
+	}
+	s.finish()
+	if n := s.o.calls.Load(); n != 1 || s.errs.Load() != 0 {
+		t.Fatalf("origin ran %d times, %d errors", n, s.errs.Load())
+	}
+	// With polling every minute, only the notification can have woken them.
+	waited := 0
+	for _, c := range caches[1:] {
+		waited += int(c.Stats().Waited)
+	}
+	if waited != 150 {
+		t.Fatalf("%d of 150 waiters were woken by the fill", waited)
+	}
+	await(t, "the subscriptions gone", func() bool { return redistest.ShardSubscribers(t, addr, s.channel) == 0 })
+}
+
+// Resharding moves the key's slot to another master while the waiters
+// wait: Redis unsubscribes them there, they subscribe again on the new
+// owner, and the fill (published there) reaches them.
+func TestClusterReshardResubscribes(t *testing.T) {
+	cl := redistest.NewCluster(t, 3, 0)
+	ns := redistest.Prefix(t)
+	opts := cache.Options{Namespace: ns, WaitTimeout: time.Minute, PollInterval: time.Minute}
+	var caches []*cache.Cache[string]
+	for range 4 {
+		caches = append(caches, newCache[string](t, redistest.ClusterClientFor(t, cl), opts))
+	}
+	cc := redistest.ClusterClientFor(t, cl)
+	s := startClusterStorm(t, caches, ns, "k", 50)
+	from := owner(t, cc, s.channel)
+	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, from, s.channel) == 3 })
+	to := cl.Addrs()[0]
+	if to == from {
+		to = cl.Addrs()[1]
+	}
+	slot, err := cc.ClusterKeySlot(context.Background(), s.channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	redistest.MoveSlot(t, cc, int(slot), to)
+	await(t, "the waiters subscribed on the new owner", func() bool { return redistest.ShardSubscribers(t, to, s.channel) == 3 })
+	if n := redistest.ShardSubscribers(t, from, s.channel); n != 0 {
+		t.Fatalf("%d subscribers left on the old owner", n)
+	}
+	s.finish()
+	if n := s.o.calls.Load(); n != 1 || s.errs.Load() != 0 {
+		t.Fatalf("origin ran %d times, %d errors", n, s.errs.Load())
+	}
+	waited := 0
+	for _, c := range caches[1:] {
+		waited += int(c.Stats().Waited)
+	}
+	if waited != 150 {
+		t.Fatalf("%d of 150 waiters were woken by the fill", waited)
+	}
+}
+
+// The master that owns the key dies while the waiters wait: its replica is
+// promoted, the waiters subscribe again there, and the holder's fill lands
+// on it. No caller sees an error; the origin runs at most twice (twice only
+// if the lease's fence had not reached the replica).
+func TestClusterFailoverResubscribes(t *testing.T) {
+	cl := redistest.NewCluster(t, 3, 1)
+	ns := redistest.Prefix(t)
+	var caches []*cache.Cache[string]
+	opts := cache.Options{Namespace: ns, WaitTimeout: time.Minute, LeaseTTL: 30 * time.Second}
+	for range 4 {
+		caches = append(caches, newCache[string](t, redistest.ClusterClientFor(t, cl), opts))
+	}
+	cc := redistest.ClusterClientFor(t, cl)
+	s := startClusterStorm(t, caches, ns, "k", 50)
+	from := owner(t, cc, s.channel)
+	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, from, s.channel) == 3 })
+	var dead *redisserver.Server
+	for _, n := range cl.Nodes {
+		if n.Addr() == from {
+			dead = n
+		}
+	}
+	if err := dead.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var to string
+	await(t, "a replica promoted", func() bool {
+		to = ownerFrom(t, cl, s.channel)
+		return to != "" && to != from
+	})
+	await(t, "the waiters subscribed on the promoted master", func() bool {
+		return redistest.ShardSubscribers(t, to, s.channel) == 3
+	})
+	s.finish()
+	if n := s.o.calls.Load(); n > 2 || s.errs.Load() != 0 {
+		t.Fatalf("origin ran %d times, %d errors", n, s.errs.Load())
+	}
+	var refills uint64
+	for _, c := range caches {
+		refills += c.Stats().Refills
+	}
+	t.Logf("cluster failover: origin calls %d, caller errors 0, refills %d", s.o.calls.Load(), refills)
+}
+
+// ownerFrom asks a live node which master owns key's slot now.
+func ownerFrom(t *testing.T, cl *redisserver.Cluster, key string) string {
+	t.Helper()
+	for _, n := range cl.Nodes {
+		if !n.Running() {
+			continue
+		}
+		c := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		slot, err := c.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			continue
+		}
+		slots, err := c.ClusterSlots(ctx).Result()
+		if err != nil {
+			continue
+		}
+		for _, s := range slots {
+			if s.Start <= int(slot) && int(slot) <= s.End {
+				return s.Nodes[0].Addr
+			}
+		}
+	}
+	return ""
 }

@@ -269,7 +269,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 	for attempt := 0; ; attempt++ {
 		// Reads are bounded by the wait: a master that died mid-read must
 		// not hold the caller past WaitTimeout.
-		e, found, err := c.readRedis(wctx, k, true)
+		e, found, err := c.readWaiting(wctx, k)
 		if err != nil {
 			if wctx.Err() != nil {
 				break
@@ -336,6 +336,7 @@ func (c *Cache[V]) waitFailed(ctx context.Context, err error) bool {
 	}
 	c.stats.redisErrors.Add(1)
 	c.observe(ctx, Event{Kind: EventRedisError, Err: err})
+	c.reloadTopology()
 	return c.brk.open()
 }
 

@@ -75,16 +75,24 @@ type reply struct {
 
 // get runs one GET, recording Redis' health for the breaker.
 func (c *Cache[V]) get(ctx context.Context, valueKey string) (reply, error) {
+	r, err := c.getRaw(ctx, valueKey)
+	if err != nil {
+		c.redisFailed(ctx, err)
+		return r, err
+	}
+	c.redisOK(ctx)
+	return r, nil
+}
+
+// getRaw runs one GET.
+func (c *Cache[V]) getRaw(ctx context.Context, valueKey string) (reply, error) {
 	s, err := c.rdb.Get(ctx, valueKey).Result()
 	if errors.Is(err, redis.Nil) {
-		c.redisOK(ctx)
 		return reply{}, nil
 	}
 	if err != nil {
-		c.redisFailed(ctx, err)
 		return reply{}, fmt.Errorf("cache: read %s: %w", valueKey, err)
 	}
-	c.redisOK(ctx)
 	return reply{s: s, found: true}, nil
 }
 
@@ -96,6 +104,17 @@ func (c *Cache[V]) readRedis(ctx context.Context, k keys, count bool) (entry[V],
 		return entry[V]{}, false, err
 	}
 	return c.decode(ctx, k.key, r, count)
+}
+
+// readWaiting is readRedis for a waiter: a failure is not the breaker's to
+// count (see waitFailed), a success still closes it.
+func (c *Cache[V]) readWaiting(ctx context.Context, k keys) (entry[V], bool, error) {
+	r, err := c.getRaw(ctx, k.value)
+	if err != nil {
+		return entry[V]{}, false, err
+	}
+	c.redisOK(ctx)
+	return c.decode(ctx, k.key, r, true)
 }
 
 // decode turns a GET's reply into an entry.
@@ -142,9 +161,21 @@ func (c *Cache[V]) redisFailed(ctx context.Context, err error) {
 	}
 	c.stats.redisErrors.Add(1)
 	c.observe(ctx, Event{Kind: EventRedisError, Err: err})
+	c.reloadTopology()
 	if c.brk.failure() {
 		c.observe(ctx, Event{Kind: EventBreakerOpen, Err: err})
 		c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err)
+	}
+}
+
+// reloadTopology asks a Cluster client to reload its slot map after a
+// failure: go-redis reloads it on MOVED, not when a dead master refuses
+// connections, so without this a process whose only traffic went to that
+// master would keep dialling it after its replica took over. Reloads are
+// lazy and coalesced by go-redis.
+func (c *Cache[V]) reloadTopology() {
+	if c.notify.cluster != nil {
+		c.notify.cluster.ReloadState(context.Background())
 	}
 }
 
@@ -222,6 +253,7 @@ func (c *Cache[V]) refill(k keys, args []any) {
 				}
 				return
 			}
+			c.reloadTopology()
 		}
 	})
 }

@@ -15,7 +15,8 @@ import (
 	"time"
 )
 
-// Cluster is a real Redis Cluster of masters on loopback, for tests.
+// Cluster is a real Redis Cluster on loopback, for tests: masters first,
+// then their replicas.
 type Cluster struct {
 	Nodes []*Server
 }
@@ -38,21 +39,26 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// StartCluster starts masters redis-server nodes with cluster mode on, joins
-// them with redis-cli --cluster create, and waits for cluster_state:ok.
-func StartCluster(masters int) (*Cluster, error) {
+// StartCluster starts masters×(1+replicas) redis-server nodes with cluster
+// mode on, joins them with redis-cli --cluster create (replicas per master),
+// and waits for cluster_state:ok. A node that stops being reachable is
+// failed over after 2 s (cluster-node-timeout).
+func StartCluster(masters, replicas int) (*Cluster, error) {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		return nil, fmt.Errorf("%w: redis-cli (Debian's redis-tools package): %w", ErrNoBinary, err)
 	}
 	c := &Cluster{}
-	for range masters {
+	for range masters * (1 + replicas) {
 		port, err := clusterPort()
 		if err != nil {
 			_ = c.Close()
 			return nil, err
 		}
-		s, err := startOn(port, Options{Args: []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "2000"}})
+		s, err := startOn(port, Options{Args: []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
+			// A replica syncs at once (not after the 5 s diskless delay): one
+			// that never synced cannot be promoted.
+			"--repl-diskless-sync-delay", "0"}})
 		if err != nil {
 			_ = c.Close()
 			return nil, err
@@ -60,26 +66,60 @@ func StartCluster(masters int) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, s)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("redisserver: redis-cli --cluster create: %w: %s", err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	if err := c.WaitOK(30 * time.Second); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if err := c.waitReplicasSynced(30 * time.Second); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitReplicasSynced waits until every replica's link to its master is up.
+func (c *Cluster) waitReplicasSynced(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for _, n := range c.Nodes {
+		for {
+			info, err := command(n.Addr(), "INFO replication")
+			if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("redisserver: replica %s not in sync: %v %s", n.Addr(), err, info)
+			}
+			time.Sleep(20 * time.Millisecond) // replication starts on its own: poll
+		}
+	}
+	return nil
+}
+
+// WaitOK waits until every running node reports cluster_state:ok, after a
+// start or a failover.
+func (c *Cluster) WaitOK(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
 		for {
 			info, err := command(n.Addr(), "CLUSTER INFO")
 			if err == nil && strings.Contains(info, "cluster_state:ok") {
 				break
 			}
 			if time.Now().After(deadline) {
-				_ = c.Close()
-				return nil, fmt.Errorf("redisserver: cluster not ok on %s: %v %s", n.Addr(), err, info)
+				return fmt.Errorf("redisserver: cluster not ok on %s: %v %s", n.Addr(), err, info)
 			}
 			time.Sleep(20 * time.Millisecond) // the cluster converges on its own: poll
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // clusterPort finds a loopback port p with p and its cluster bus port

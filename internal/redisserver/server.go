@@ -182,6 +182,13 @@ func (s *Server) Stop() error {
 	return nil
 }
 
+// Running reports whether the server process runs (it was not stopped).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
 // Restart stops the server if it runs and starts it again on the same port
 // with the same options.
 func (s *Server) Restart() error {

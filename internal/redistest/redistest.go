@@ -8,9 +8,12 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +78,7 @@ func Server(t testing.TB) *redisserver.Server {
 // redis-cli it skips the test, or fails it under CI=true.
 func Cluster(t testing.TB) *redisserver.Cluster {
 	t.Helper()
-	clusterOnce.Do(func() { cluster, clusterErr = redisserver.StartCluster(3) })
+	clusterOnce.Do(func() { cluster, clusterErr = redisserver.StartCluster(3, 0) })
 	if clusterErr != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("a Redis Cluster is required under CI=true: %v", clusterErr)
@@ -145,4 +148,126 @@ var unsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 func Prefix(t testing.TB) string {
 	name := unsafe.ReplaceAllString(t.Name(), "_")
 	return fmt.Sprintf("t%d-%s", seq.Add(1), strings.ToLower(name))
+}
+
+// NewCluster starts a Redis Cluster of the test's own (masters, each with
+// replicas), for tests that kill or reshard nodes; it stops when the test
+// ends. Without redis-server or redis-cli it skips the test, or fails it
+// under CI=true.
+func NewCluster(t testing.TB, masters, replicas int) *redisserver.Cluster {
+	t.Helper()
+	c, err := redisserver.StartCluster(masters, replicas)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("a Redis Cluster is required under CI=true: %v", err)
+		}
+		t.Skipf("no Redis Cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// ClusterClientFor returns a new client of its own for cluster c, closed
+// when the test ends.
+func ClusterClientFor(t testing.TB, c *redisserver.Cluster) *redis.ClusterClient {
+	t.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() }); err != nil {
+		t.Fatalf("redistest: cluster ping: %v", err)
+	}
+	return cc
+}
+
+// ShardSubscribers returns PUBSUB SHARDNUMSUB channel on the node at addr:
+// how many connections there hold a sharded subscription to channel.
+func ShardSubscribers(t testing.TB, addr, channel string) int64 {
+	t.Helper()
+	return numsub(t, addr, "SHARDNUMSUB", channel)
+}
+
+// PlainSubscribers returns PUBSUB NUMSUB channel on the node at addr.
+func PlainSubscribers(t testing.TB, addr, channel string) int64 {
+	t.Helper()
+	return numsub(t, addr, "NUMSUB", channel)
+}
+
+func numsub(t testing.TB, addr, sub, channel string) int64 {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := c.Do(ctx, "PUBSUB", sub, channel).Slice()
+	if err != nil || len(res) != 2 {
+		t.Fatalf("redistest: PUBSUB %s %s on %s: %v %v", sub, channel, addr, res, err)
+	}
+	n, _ := res[1].(int64)
+	return n
+}
+
+// MoveSlot moves a hash slot, with its keys, to the master at dst, the way
+// redis-cli --cluster reshard does: IMPORTING/MIGRATING, MIGRATE the keys,
+// then SETSLOT NODE on every master. The old owner then unsubscribes the
+// slot's sharded subscribers (Redis 7).
+func MoveSlot(t testing.TB, cc *redis.ClusterClient, slot int, dst string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var src string
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER SLOTS: %v", err)
+	}
+	for _, s := range slots {
+		if s.Start <= slot && slot <= s.End {
+			src = s.Nodes[0].Addr
+		}
+	}
+	if src == "" || src == dst {
+		t.Fatalf("redistest: slot %d is on %q, cannot move it to %s", slot, src, dst)
+	}
+	node := func(addr string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	from, to := node(src), node(dst)
+	fromID, err1 := from.ClusterMyID(ctx).Result()
+	toID, err2 := to.ClusterMyID(ctx).Result()
+	if err := errors.Join(err1, err2,
+		to.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err(),
+		from.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err()); err != nil {
+		t.Fatalf("redistest: move slot %d: %v", slot, err)
+	}
+	host, port, _ := net.SplitHostPort(dst)
+	for {
+		keys, err := from.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			t.Fatalf("redistest: GETKEYSINSLOT %d: %v", slot, err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := from.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("redistest: MIGRATE: %v", err)
+		}
+	}
+	// The new owner first, then the old one, then the rest.
+	order := []string{dst, src}
+	for _, s := range slots {
+		if a := s.Nodes[0].Addr; a != dst && a != src && !slices.Contains(order, a) {
+			order = append(order, a)
+		}
+	}
+	for _, addr := range order {
+		if err := node(addr).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err(); err != nil {
+			t.Fatalf("redistest: SETSLOT %d NODE on %s: %v", slot, addr, err)
+		}
+	}
 }
