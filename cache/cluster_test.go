@@ -78,9 +78,9 @@ func TestClusterSetDeleteBatchAndL1(t *testing.T) {
 	}
 }
 
-// clusterStorm is one hot key on a cluster: a holder whose compute is held,
+// heldStorm is one hot key: a holder whose compute is held,
 // and waiters on other caches (separate clients: separate processes).
-type clusterStorm struct {
+type heldStorm struct {
 	t       *testing.T
 	key     string
 	channel string // the key's fill channel, {ns:key}:n
@@ -89,10 +89,10 @@ type clusterStorm struct {
 	errs    atomic.Int32
 }
 
-// startClusterStorm starts the holder on caches[0], waits until it
+// startHeldStorm starts the holder on caches[0], waits until it
 // computes, then starts perCache waiters on each other cache.
-func startClusterStorm(t *testing.T, caches []*cache.Cache[string], ns, key string, perCache int) *clusterStorm {
-	s := &clusterStorm{t: t, key: key, channel: "{" + ns + ":" + key + "}:n",
+func startHeldStorm(t *testing.T, caches []*cache.Cache[string], ns, key string, perCache int) *heldStorm {
+	s := &heldStorm{t: t, key: key, channel: "{" + ns + ":" + key + "}:n",
 		o: &origin[string]{value: "v-" + key, started: make(chan struct{}, 1), release: make(chan struct{})}}
 	call := func(c *cache.Cache[string]) {
 		defer s.wg.Done()
@@ -114,7 +114,7 @@ func startClusterStorm(t *testing.T, caches []*cache.Cache[string], ns, key stri
 }
 
 // finish releases the holder and waits for every caller.
-func (s *clusterStorm) finish() {
+func (s *heldStorm) finish() {
 	close(s.o.release)
 	s.wg.Wait()
 }
@@ -151,7 +151,7 @@ func TestClusterShardedPubSub(t *testing.T) {
 		caches = append(caches, newCache[string](t, redistest.ClusterClient(t), opts))
 	}
 	cc := redistest.ClusterClient(t)
-	s := startClusterStorm(t, caches, ns, "k", 50)
+	s := startHeldStorm(t, caches, ns, "k", 50)
 	addr := owner(t, cc, s.channel)
 	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, addr, s.channel) == 3 })
 	for _, a := range redistest.Cluster(t).Addrs() {
@@ -186,7 +186,7 @@ func TestClusterReshardResubscribes(t *testing.T) {
 		caches = append(caches, newCache[string](t, redistest.ClusterClientFor(t, cl), opts))
 	}
 	cc := redistest.ClusterClientFor(t, cl)
-	s := startClusterStorm(t, caches, ns, "k", 50)
+	s := startHeldStorm(t, caches, ns, "k", 50)
 	from := owner(t, cc, s.channel)
 	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, from, s.channel) == 3 })
 	to := cl.Addrs()[0]
@@ -228,7 +228,7 @@ func TestClusterFailoverResubscribes(t *testing.T) {
 		caches = append(caches, newCache[string](t, redistest.ClusterClientFor(t, cl), opts))
 	}
 	cc := redistest.ClusterClientFor(t, cl)
-	s := startClusterStorm(t, caches, ns, "k", 50)
+	s := startHeldStorm(t, caches, ns, "k", 50)
 	from := owner(t, cc, s.channel)
 	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, from, s.channel) == 3 })
 	var dead *redisserver.Server

@@ -41,6 +41,9 @@ type Server struct {
 	dir  string
 	port int
 
+	// sentinelConf, when set, makes this a Sentinel run from that file.
+	sentinelConf string
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -126,11 +129,14 @@ func (s *Server) start() error {
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
+	}
+	if s.sentinelConf != "" {
+		args = append([]string{s.sentinelConf, "--sentinel"}, args...)
+	} else {
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
 	args = append(args, s.opts.Args...)
 	cmd := exec.Command(s.bin, args...)

@@ -271,3 +271,33 @@ func MoveSlot(t testing.TB, cc *redis.ClusterClient, slot int, dst string) {
 		}
 	}
 }
+
+// NewSentinel starts a Sentinel deployment of the test's own (master,
+// replica, three Sentinels), stopped when the test ends. Without
+// redis-server it skips the test, or fails it under CI=true.
+func NewSentinel(t testing.TB) *redisserver.Sentinel {
+	t.Helper()
+	s, err := redisserver.StartSentinel()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("a Sentinel deployment is required under CI=true: %v", err)
+		}
+		t.Skipf("no Sentinel deployment: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// FailoverClient returns a new Sentinel-backed client of its own for s,
+// closed when the test ends.
+func FailoverClient(t testing.TB, s *redisserver.Sentinel) *redis.Client {
+	t.Helper()
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redisserver.SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redistest: ping through the sentinels: %v", err)
+	}
+	return c
+}
