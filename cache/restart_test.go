@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,5 +100,47 @@ func TestRedisRestartMidStorm(t *testing.T) {
 			}
 			t.Logf("%s: origin calls %d, degraded answers %d", tc.name, calls.Load(), degraded)
 		})
+	}
+}
+
+// A failover to a replica that had not received the lease (replication is
+// asynchronous) or a restart without persistence loses the lease and the
+// fence while a holder computes: a second holder takes the lease. The fence
+// is drawn from the server's clock as well as the counter, so the two
+// holders never share a fence: the first one's late fill is rejected and
+// cannot overwrite the newer value (with a plain counter both would have
+// fence 1 and the older compute would win).
+func TestLostLeaseFencesOutTheOldHolder(t *testing.T) {
+	ns := redistest.Prefix(t)
+	rs := replicas[string](t, 2, cache.Options{Namespace: ns, WaitTimeout: time.Minute})
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	old := &origin[string]{value: "computed first", started: make(chan struct{}, 1), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		v, err := rs[0].GetOrCompute(ctx, "k", old.fn)
+		if err == nil && v != old.value {
+			err = fmt.Errorf("the old holder's caller got %q", v)
+		}
+		done <- err
+	}()
+	<-old.started
+	// What the promoted replica lacks: the lease and its fence.
+	if err := rdb.Del(ctx, "{"+ns+":k}:l", "{"+ns+":k}:f").Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := rs[1].GetOrCompute(ctx, "k", func(context.Context) (string, error) { return "computed second", nil })
+	if err != nil || v != "computed second" {
+		t.Fatalf("second holder: %q %v", v, err)
+	}
+	close(old.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rs[0].Stats().FencedOut; n != 1 {
+		t.Fatalf("the old holder's fill was not fenced out (%d)", n)
+	}
+	if v, _, err := rs[1].Get(ctx, "k"); err != nil || v != "computed second" {
+		t.Fatalf("stored value %q %v: the older compute overwrote the newer", v, err)
 	}
 }

@@ -157,8 +157,12 @@ func (l *Lease) FenceKey() string { return l.fenceKey }
 // Token returns the random 128-bit token, hex-encoded, that proves ownership.
 func (l *Lease) Token() string { return l.token }
 
-// Fence returns the fencing token: the counter's value at acquisition. It is
-// higher for every later acquisition of the same name.
+// Fence returns the fencing token: the fence key's value at acquisition,
+// max(previous + 1, the Redis server's clock in microseconds). It is higher
+// for every later acquisition of the same name, also after a failover or a
+// restart lost the fence key (unless the new server's clock is behind the
+// old one's by more than the time since; even then the two fences differ,
+// so an equality check still rejects the old holder).
 func (l *Lease) Fence() int64 { return l.fence }
 
 // TTL returns the TTL the lease was acquired or last extended with.
