@@ -274,14 +274,8 @@ func ownerFrom(t *testing.T, cl *redisserver.Cluster, key string) string {
 		if err != nil {
 			continue
 		}
-		slots, err := c.ClusterSlots(ctx).Result()
-		if err != nil {
-			continue
-		}
-		for _, s := range slots {
-			if s.Start <= int(slot) && int(slot) <= s.End {
-				return s.Nodes[0].Addr
-			}
+		if owner, _, err := redistest.SlotOwner(ctx, c, int(slot)); err == nil && owner != "" {
+			return owner
 		}
 	}
 	return ""

@@ -14,6 +14,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,15 +216,9 @@ func MoveSlot(t testing.TB, cc *redis.ClusterClient, slot int, dst string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var src string
-	slots, err := cc.ClusterSlots(ctx).Result()
+	src, masters, err := SlotOwner(ctx, cc, slot)
 	if err != nil {
-		t.Fatalf("redistest: CLUSTER SLOTS: %v", err)
-	}
-	for _, s := range slots {
-		if s.Start <= slot && slot <= s.End {
-			src = s.Nodes[0].Addr
-		}
+		t.Fatalf("redistest: CLUSTER SHARDS: %v", err)
 	}
 	if src == "" || src == dst {
 		t.Fatalf("redistest: slot %d is on %q, cannot move it to %s", slot, src, dst)
@@ -260,8 +255,8 @@ func MoveSlot(t testing.TB, cc *redis.ClusterClient, slot int, dst string) {
 	}
 	// The new owner first, then the old one, then the rest.
 	order := []string{dst, src}
-	for _, s := range slots {
-		if a := s.Nodes[0].Addr; a != dst && a != src && !slices.Contains(order, a) {
+	for _, a := range masters {
+		if !slices.Contains(order, a) {
 			order = append(order, a)
 		}
 	}
@@ -300,4 +295,28 @@ func FailoverClient(t testing.TB, s *redisserver.Sentinel) *redis.Client {
 		t.Fatalf("redistest: ping through the sentinels: %v", err)
 	}
 	return c
+}
+
+// SlotOwner asks c (a node, or any node of a cluster client) which healthy
+// master owns slot, and which healthy masters there are.
+func SlotOwner(ctx context.Context, c redis.Cmdable, slot int) (owner string, masters []string, err error) {
+	shards, err := c.ClusterShards(ctx).Result()
+	if err != nil {
+		return "", nil, err
+	}
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" || n.Health != "online" {
+				continue
+			}
+			addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			masters = append(masters, addr)
+			for _, r := range sh.Slots {
+				if r.Start <= int64(slot) && int64(slot) <= r.End {
+					owner = addr
+				}
+			}
+		}
+	}
+	return owner, masters, nil
 }
