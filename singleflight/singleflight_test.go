@@ -261,12 +261,19 @@ func TestErrorsAreReturnedNotShared(t *testing.T) {
 func TestForgetStartsNewCall(t *testing.T) {
 	var g singleflight.Group[int]
 	release := make(chan struct{})
+	started := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _, _ = g.Do(context.Background(), "k", func(context.Context) (int, error) { <-release; return 1, nil })
+		_, _, _ = g.Do(context.Background(), "k", func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
 	}()
-	waitParked(t, 1)
+	// fn runs only once the call is registered: waiting for parked
+	// goroutines instead could count one a previous test left exiting.
+	<-started
 	g.Forget("k")
 	v, shared, err := g.Do(context.Background(), "k", func(context.Context) (int, error) { return 2, nil })
 	if err != nil || v != 2 || shared {
