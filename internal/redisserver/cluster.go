@@ -75,29 +75,34 @@ func StartCluster(masters, replicas int) (*Cluster, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	if err := c.waitReplicasSynced(30 * time.Second); err != nil {
+	if err := c.waitReplicasSynced(masters*replicas, 30*time.Second); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// waitReplicasSynced waits until every replica's link to its master is up.
-func (c *Cluster) waitReplicasSynced(timeout time.Duration) error {
+// waitReplicasSynced waits until want nodes are replicas whose link to
+// their master is up. Right after --cluster create a node that is to be a
+// replica may still report itself a master: counting them catches that.
+func (c *Cluster) waitReplicasSynced(want int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for _, n := range c.Nodes {
-		for {
+	for {
+		synced := 0
+		for _, n := range c.Nodes {
 			info, err := command(n.Addr(), "INFO replication")
-			if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
-				break
+			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				synced++
 			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("redisserver: replica %s not in sync: %v %s", n.Addr(), err, info)
-			}
-			time.Sleep(20 * time.Millisecond) // replication starts on its own: poll
 		}
+		if synced == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redisserver: %d of %d replicas in sync", synced, want)
+		}
+		time.Sleep(20 * time.Millisecond) // replication starts on its own: poll
 	}
-	return nil
 }
 
 // WaitOK waits until every running node reports cluster_state:ok, after a
