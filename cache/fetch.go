@@ -266,20 +266,15 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 	// missed. If subscribing fails, polling still finds the value.
 	w, _ := c.notify.subscribe(wctx, k.channel)
 	defer w.close()
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; wctx.Err() == nil; attempt++ {
 		// Reads are bounded by the wait: a master that died mid-read must
 		// not hold the caller past WaitTimeout.
 		e, found, err := c.readWaiting(wctx, k)
-		if err != nil {
-			if wctx.Err() != nil {
-				break
-			}
-			// Redis failed (a failover, a restart) while another replica
-			// computes: keep waiting, as its fill retries until Redis
-			// answers, unless this process already counts Redis as down.
-			if c.waitFailed(ctx, err) {
-				return c.computeDegraded(ctx, k.key, fn, prev)
-			}
+		// Redis failed (a failover, a restart) while another replica
+		// computes: keep waiting, as its fill retries until Redis answers,
+		// unless this process already counts Redis as down.
+		if err != nil && wctx.Err() == nil && c.waitFailed(ctx, err) {
+			return c.computeDegraded(ctx, k.key, fn, prev)
 		}
 		if found {
 			switch c.policy.State(e.w, time.Now(), 0, 0) {
@@ -305,9 +300,6 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 				return c.computeDegraded(ctx, k.key, fn, prev)
 			}
 		}
-		if wctx.Err() != nil {
-			break
-		}
 		t := time.NewTimer(c.pollDelay(attempt, remaining))
 		select {
 		case <-w.C:
@@ -315,9 +307,6 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 		case <-wctx.Done():
 		}
 		t.Stop()
-		if wctx.Err() != nil {
-			break
-		}
 	}
 	if ctx.Err() != nil {
 		return loaded[V]{}, context.Cause(ctx)
@@ -331,12 +320,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback func(context.C
 // a failover makes every waiter fail at once for a moment, and the holder's
 // fill lands when Redis answers again.
 func (c *Cache[V]) waitFailed(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	c.stats.redisErrors.Add(1)
-	c.observe(ctx, Event{Kind: EventRedisError, Err: err})
-	c.reloadTopology()
+	c.noteRedisError(ctx, err)
 	return c.brk.open()
 }
 

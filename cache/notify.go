@@ -284,7 +284,7 @@ func (n *notifier) receive(c *psConn) {
 			failures++
 			// go-redis reconnects and resubscribes on the next Receive; do
 			// not spin while Redis is down.
-			if !n.sleep(backoff(failures)) {
+			if !sleep(n.stop, backoff(failures)) {
 				return
 			}
 			continue
@@ -299,18 +299,20 @@ func (n *notifier) receive(c *psConn) {
 	}
 }
 
+// backoff is the pause after failures failures in a row: 50 ms more per
+// failure, at most 1 s.
 func backoff(failures int) time.Duration {
 	return min(time.Duration(failures)*50*time.Millisecond, time.Second)
 }
 
-// sleep waits d; it reports false when the notifier closed meanwhile.
-func (n *notifier) sleep(d time.Duration) bool {
+// sleep waits d; it reports false when done closed meanwhile.
+func sleep(done <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-n.stop:
+	case <-done:
 		return false
 	}
 }
@@ -446,7 +448,7 @@ func (n *notifier) resubscriber() {
 		}
 		// The slot map may be stale: a master died or a slot moved.
 		n.cluster.ReloadState(context.Background())
-		if !n.sleep(backoff(failures + 1)) {
+		if !sleep(n.stop, backoff(failures+1)) {
 			return
 		}
 		n.mu.Lock()

@@ -153,19 +153,29 @@ func (c *Cache[V]) decode(ctx context.Context, key string, r reply, count bool) 
 	return e, true, nil
 }
 
-// redisFailed records a Redis failure, unless the caller's own context
-// ended it.
+// redisFailed records a Redis failure for the breaker, unless the caller's
+// own context ended it.
 func (c *Cache[V]) redisFailed(ctx context.Context, err error) {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+	if !c.noteRedisError(ctx, err) {
 		return
 	}
-	c.stats.redisErrors.Add(1)
-	c.observe(ctx, Event{Kind: EventRedisError, Err: err})
-	c.reloadTopology()
 	if c.brk.failure() {
 		c.observe(ctx, Event{Kind: EventBreakerOpen, Err: err})
 		c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err)
 	}
+}
+
+// noteRedisError counts and reports a Redis failure and, on a Cluster,
+// has the slot map reloaded; it reports false, doing nothing, when the
+// caller's own context ended it.
+func (c *Cache[V]) noteRedisError(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	c.stats.redisErrors.Add(1)
+	c.observe(ctx, Event{Kind: EventRedisError, Err: err})
+	c.reloadTopology()
+	return true
 }
 
 // reloadTopology asks a Cluster client to reload its slot map after a
@@ -238,14 +248,7 @@ func (c *Cache[V]) refill(k keys, args []any) {
 	c.goBackground("\x00fill "+k.key, func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, c.opts.LeaseTTL+c.opts.WaitTimeout)
 		defer cancel()
-		for attempt := 1; ; attempt++ {
-			t := time.NewTimer(min(time.Duration(attempt)*50*time.Millisecond, time.Second))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
+		for attempt := 1; sleep(ctx.Done(), backoff(attempt)); attempt++ {
 			cmd := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence}, args...)
 			if cmd.Err() == nil || ctx.Err() != nil {
 				if c.filled(ctx, k, cmd) {
