@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stampede-go/stampede/internal/fencelua"
 	"github.com/stampede-go/stampede/lease"
 	"github.com/stampede-go/stampede/stale"
 )
@@ -27,11 +28,11 @@ var (
 
 	//go:embed scripts/set.lua
 	setSrc    string
-	setScript = redis.NewScript(setSrc)
+	setScript = redis.NewScript(fencelua.Source + setSrc)
 
 	//go:embed scripts/delete.lua
 	deleteSrc    string
-	deleteScript = redis.NewScript(deleteSrc)
+	deleteScript = redis.NewScript(fencelua.Source + deleteSrc)
 )
 
 // entry is a decoded entry, from Redis or from the process-local store.

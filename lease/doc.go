@@ -7,7 +7,7 @@
 // they sit in one Cluster slot and every script touches one slot:
 //
 //	{N}:l  the holder's random 128-bit token, with the lease TTL
-//	{N}:f  the fencing counter, INCR'd on every acquisition
+//	{N}:f  the fence, moved on by every acquisition to max(previous + 1, server clock in µs)
 //
 // Acquire, Release and Extend are single Lua scripts. Release and Extend
 // compare the token first, so a holder whose lease expired and was taken by

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/fencelua"
 )
 
 var (
 	//go:embed acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = redis.NewScript(fencelua.Source + acquireSrc)
 
 	//go:embed release.lua
 	releaseSrc    string

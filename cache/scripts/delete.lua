@@ -5,10 +5,8 @@
 -- with SPUBLISH (sharded pub/sub on a Cluster; the invalidation is broadcast).
 -- Returns the number of values deleted.
 local n = redis.call('DEL', KEYS[1])
--- The fence moves on as lease/acquire.lua moves it (see there).
-local t = redis.call('TIME')
-local fence = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, t[1] * 1000000 + t[2])
-redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[1])
+-- next_fence is internal/fencelua's, prepended (as in set.lua).
+next_fence(KEYS[2], ARGV[1])
 redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'delete')
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return n
