@@ -81,8 +81,6 @@ func TestClusterSetDeleteBatchAndL1(t *testing.T) {
 // heldStorm is one hot key: a holder whose compute is held,
 // and waiters on other caches (separate clients: separate processes).
 type heldStorm struct {
-	t       *testing.T
-	key     string
 	channel string // the key's fill channel, {ns:key}:n
 	o       *origin[string]
 	wg      sync.WaitGroup
@@ -92,7 +90,7 @@ type heldStorm struct {
 // startHeldStorm starts the holder on caches[0], waits until it
 // computes, then starts perCache waiters on each other cache.
 func startHeldStorm(t *testing.T, caches []*cache.Cache[string], ns, key string, perCache int) *heldStorm {
-	s := &heldStorm{t: t, key: key, channel: "{" + ns + ":" + key + "}:n",
+	s := &heldStorm{channel: "{" + ns + ":" + key + "}:n",
 		o: &origin[string]{value: "v-" + key, started: make(chan struct{}, 1), release: make(chan struct{})}}
 	call := func(c *cache.Cache[string]) {
 		defer s.wg.Done()
@@ -119,25 +117,11 @@ func (s *heldStorm) finish() {
 	s.wg.Wait()
 }
 
-// await polls cond, which reads state another process (Redis) changes.
+// await polls cond, which reads state Redis changes (a failover takes
+// seconds: a longer deadline than waitFor's, and gentler polling).
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // Redis's state changes on its own: poll it
-	}
-}
-
-func owner(t *testing.T, cc *redis.ClusterClient, key string) string {
-	t.Helper()
-	n, err := cc.MasterForKey(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n.Options().Addr
+	pollFor(t, what, 30*time.Second, 10*time.Millisecond, cond)
 }
 
 // On a cluster, waiters subscribe with SSUBSCRIBE on the master that owns
@@ -145,14 +129,10 @@ func owner(t *testing.T, cc *redis.ClusterClient, key string) string {
 // the fill's SPUBLISH reaches them.
 func TestClusterShardedPubSub(t *testing.T) {
 	ns := redistest.Prefix(t)
-	opts := cache.Options{Namespace: ns, WaitTimeout: time.Minute, PollInterval: time.Minute}
-	var caches []*cache.Cache[string]
-	for range 4 {
-		caches = append(caches, newCache[string](t, redistest.ClusterClient(t), opts))
-	}
-	cc := redistest.ClusterClient(t)
+	caches := replicasOn[string](t, 4, func(t testing.TB) redis.UniversalClient { return redistest.ClusterClient(t) },
+		cache.Options{Namespace: ns, WaitTimeout: time.Minute, PollInterval: time.Minute})
 	s := startHeldStorm(t, caches, ns, "k", 50)
-	addr := owner(t, cc, s.channel)
+	addr := ownerFrom(t, redistest.Cluster(t), s.channel)
 	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, addr, s.channel) == 3 })
 	for _, a := range redistest.Cluster(t).Addrs() {
 		if n := redistest.PlainSubscribers(t, a, s.channel); n != 0 {
@@ -164,12 +144,8 @@ func TestClusterShardedPubSub(t *testing.T) {
 		t.Fatalf("origin ran %d times, %d errors", n, s.errs.Load())
 	}
 	// With polling every minute, only the notification can have woken them.
-	waited := 0
-	for _, c := range caches[1:] {
-		waited += int(c.Stats().Waited)
-	}
-	if waited != 150 {
-		t.Fatalf("%d of 150 waiters were woken by the fill", waited)
+	if n := total(caches[1:], waited); n != 150 {
+		t.Fatalf("%d of 150 waiters were woken by the fill", n)
 	}
 	await(t, "the subscriptions gone", func() bool { return redistest.ShardSubscribers(t, addr, s.channel) == 0 })
 }
@@ -180,14 +156,11 @@ func TestClusterShardedPubSub(t *testing.T) {
 func TestClusterReshardResubscribes(t *testing.T) {
 	cl := redistest.NewCluster(t, 3, 0)
 	ns := redistest.Prefix(t)
-	opts := cache.Options{Namespace: ns, WaitTimeout: time.Minute, PollInterval: time.Minute}
-	var caches []*cache.Cache[string]
-	for range 4 {
-		caches = append(caches, newCache[string](t, redistest.ClusterClientFor(t, cl), opts))
-	}
+	newClient := func(t testing.TB) redis.UniversalClient { return redistest.ClusterClientFor(t, cl) }
+	caches := replicasOn[string](t, 4, newClient, cache.Options{Namespace: ns, WaitTimeout: time.Minute, PollInterval: time.Minute})
 	cc := redistest.ClusterClientFor(t, cl)
 	s := startHeldStorm(t, caches, ns, "k", 50)
-	from := owner(t, cc, s.channel)
+	from := ownerFrom(t, cl, s.channel)
 	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, from, s.channel) == 3 })
 	to := cl.Addrs()[0]
 	if to == from {
@@ -206,12 +179,8 @@ func TestClusterReshardResubscribes(t *testing.T) {
 	if n := s.o.calls.Load(); n != 1 || s.errs.Load() != 0 {
 		t.Fatalf("origin ran %d times, %d errors", n, s.errs.Load())
 	}
-	waited := 0
-	for _, c := range caches[1:] {
-		waited += int(c.Stats().Waited)
-	}
-	if waited != 150 {
-		t.Fatalf("%d of 150 waiters were woken by the fill", waited)
+	if n := total(caches[1:], waited); n != 150 {
+		t.Fatalf("%d of 150 waiters were woken by the fill", n)
 	}
 }
 
@@ -221,14 +190,10 @@ func TestClusterReshardResubscribes(t *testing.T) {
 func TestClusterFailoverResubscribes(t *testing.T) {
 	cl := redistest.NewCluster(t, 3, 1)
 	ns := redistest.Prefix(t)
-	var caches []*cache.Cache[string]
-	opts := cache.Options{Namespace: ns, WaitTimeout: time.Minute, LeaseTTL: 30 * time.Second}
-	for range 4 {
-		caches = append(caches, newCache[string](t, redistest.ClusterClientFor(t, cl), opts))
-	}
-	cc := redistest.ClusterClientFor(t, cl)
+	newClient := func(t testing.TB) redis.UniversalClient { return redistest.ClusterClientFor(t, cl) }
+	caches := replicasOn[string](t, 4, newClient, cache.Options{Namespace: ns, WaitTimeout: time.Minute, LeaseTTL: 30 * time.Second})
 	s := startHeldStorm(t, caches, ns, "k", 50)
-	from := owner(t, cc, s.channel)
+	from := ownerFrom(t, cl, s.channel)
 	await(t, "3 sharded subscribers", func() bool { return redistest.ShardSubscribers(t, from, s.channel) == 3 })
 	var dead *redisserver.Server
 	for _, n := range cl.Nodes {
@@ -256,11 +221,7 @@ func TestClusterFailoverResubscribes(t *testing.T) {
 	if n := s.o.calls.Load(); n != 1 || s.errs.Load() != 0 {
 		t.Fatalf("origin ran %d times, %d errors", n, s.errs.Load())
 	}
-	var refills uint64
-	for _, c := range caches {
-		refills += c.Stats().Refills
-	}
-	t.Logf("cluster failover: origin calls %d, caller errors 0, refills %d", s.o.calls.Load(), refills)
+	t.Logf("cluster failover: origin calls %d, caller errors 0, refills %d", s.o.calls.Load(), total(caches, refills))
 }
 
 // ownerFrom asks a live node which master owns key's slot now.

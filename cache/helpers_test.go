@@ -44,14 +44,47 @@ func newCache[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options
 // client: n simulated processes of one fleet.
 func replicas[V any](t testing.TB, n int, opts cache.Options) []*cache.Cache[V] {
 	t.Helper()
+	return replicasOn[V](t, n, func(t testing.TB) redis.UniversalClient { return redistest.Client(t) }, opts)
+}
+
+// replicasOn is [replicas] with clients from newClient (a Cluster's, a
+// Sentinel deployment's).
+func replicasOn[V any](t testing.TB, n int, newClient func(testing.TB) redis.UniversalClient, opts cache.Options) []*cache.Cache[V] {
+	t.Helper()
 	if opts.Namespace == "" {
 		opts.Namespace = redistest.Prefix(t)
 	}
 	out := make([]*cache.Cache[V], n)
 	for i := range out {
-		out[i] = newCache[V](t, redistest.Client(t), opts)
+		out[i] = newCache[V](t, newClient(t), opts)
 	}
 	return out
+}
+
+// total sums one counter of the caches' Stats.
+func total[V any](caches []*cache.Cache[V], counter func(cache.Stats) uint64) uint64 {
+	var n uint64
+	for _, c := range caches {
+		n += counter(c.Stats())
+	}
+	return n
+}
+
+func waited(s cache.Stats) uint64   { return s.Waited }
+func refills(s cache.Stats) uint64  { return s.Refills }
+func degraded(s cache.Stats) uint64 { return s.Degraded }
+
+// pollFor polls cond every interval until it holds, failing the test after
+// timeout: for state that changes on its own (background work, Redis).
+func pollFor(t *testing.T, what string, timeout, interval time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(interval) // the state changes on its own: poll it
+	}
 }
 
 // origin is a compute function that counts its calls and can be held.

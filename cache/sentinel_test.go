@@ -29,11 +29,8 @@ func TestSentinelFailoverMidStorm(t *testing.T) {
 			d := redistest.NewSentinel(t)
 			ns := redistest.Prefix(t)
 			// WaitTimeout covers the failover (1 s to notice, then the election).
-			opts := cache.Options{Namespace: ns, WaitTimeout: 30 * time.Second}
-			var caches []*cache.Cache[string]
-			for range 4 {
-				caches = append(caches, newCache[string](t, redistest.FailoverClient(t, d), opts))
-			}
+			caches := replicasOn[string](t, 4, func(t testing.TB) redis.UniversalClient { return redistest.FailoverClient(t, d) },
+				cache.Options{Namespace: ns, WaitTimeout: 30 * time.Second})
 			s := startHeldStorm(t, caches, ns, "k", 50)
 			await(t, "3 subscribers on the master", func() bool { return redistest.PlainSubscribers(t, d.Master.Addr(), s.channel) == 3 })
 			if err := d.Master.Stop(); err != nil {
@@ -58,12 +55,8 @@ func TestSentinelFailoverMidStorm(t *testing.T) {
 					t.Fatalf("after the failover: %+v %v", r, err)
 				}
 			}
-			var refills, degraded uint64
-			for _, c := range caches {
-				refills += c.Stats().Refills
-				degraded += c.Stats().Degraded
-			}
-			t.Logf("sentinel failover, %s: origin calls %d, caller errors 0, degraded %d, refills %d", name, s.o.calls.Load(), degraded, refills)
+			t.Logf("sentinel failover, %s: origin calls %d, caller errors 0, degraded %d, refills %d",
+				name, s.o.calls.Load(), total(caches, degraded), total(caches, refills))
 		})
 	}
 }

@@ -29,13 +29,7 @@ func writeStale[V any](t *testing.T, rdb redis.UniversalClient, ns, key string, 
 // waitFor polls cond, failing the test after 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // background work lands asynchronously: poll for it
-	}
+	pollFor(t, what, 10*time.Second, time.Millisecond, cond)
 }
 
 // 4 replicas x 100 goroutines on a stale key: every caller gets the stale

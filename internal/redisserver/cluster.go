@@ -22,19 +22,26 @@ type Cluster struct {
 }
 
 // Addrs returns the nodes' addresses.
-func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		out[i] = n.Addr()
+func (c *Cluster) Addrs() []string { return addrs(c.Nodes) }
+
+func addrs(servers []*Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.Addr()
 	}
 	return out
 }
 
 // Close stops every node.
-func (c *Cluster) Close() error {
+func (c *Cluster) Close() error { return closeAll(c.Nodes) }
+
+// closeAll closes every server that was started (non-nil).
+func closeAll(servers []*Server) error {
 	var errs []error
-	for _, n := range c.Nodes {
-		errs = append(errs, n.Close())
+	for _, s := range servers {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

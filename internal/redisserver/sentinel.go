@@ -1,7 +1,6 @@
 package redisserver
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,23 +21,11 @@ type Sentinel struct {
 }
 
 // SentinelAddrs returns the Sentinels' addresses.
-func (s *Sentinel) SentinelAddrs() []string {
-	out := make([]string, len(s.Sentinels))
-	for i, n := range s.Sentinels {
-		out[i] = n.Addr()
-	}
-	return out
-}
+func (s *Sentinel) SentinelAddrs() []string { return addrs(s.Sentinels) }
 
 // Close stops every process.
 func (s *Sentinel) Close() error {
-	var errs []error
-	for _, n := range append([]*Server{s.Master, s.Replica}, s.Sentinels...) {
-		if n != nil {
-			errs = append(errs, n.Close())
-		}
-	}
-	return errors.Join(errs...)
+	return closeAll(append([]*Server{s.Master, s.Replica}, s.Sentinels...))
 }
 
 // StartSentinel starts the master, its replica and three Sentinels, and
@@ -84,17 +71,7 @@ func startSentinel(masterPort string) (*Server, error) {
 		_ = os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("redisserver: sentinel config: %w", err)
 	}
-	var lastErr error
-	for range 5 { // a free port can be taken between probe and bind: retry
-		if s.port, lastErr = freePort(); lastErr != nil {
-			continue
-		}
-		if lastErr = s.start(); lastErr == nil {
-			return s, nil
-		}
-	}
-	_ = os.RemoveAll(s.dir)
-	return nil, lastErr
+	return s.startOnFreePort()
 }
 
 // wait polls until the replica is in sync and every Sentinel sees a quorum.

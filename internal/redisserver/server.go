@@ -72,20 +72,22 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := s.dir
+	return s.startOnFreePort()
+}
+
+// startOnFreePort starts s on a free loopback port; on failure it removes
+// s's working directory.
+func (s *Server) startOnFreePort() (*Server, error) {
 	var lastErr error
 	for range 5 { // a free port can be taken between probe and bind: retry
-		port, err := freePort()
-		if err != nil {
-			lastErr = err
+		if s.port, lastErr = freePort(); lastErr != nil {
 			continue
 		}
-		s.port = port
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
 	}
-	_ = os.RemoveAll(dir)
+	_ = os.RemoveAll(s.dir)
 	return nil, lastErr
 }
 

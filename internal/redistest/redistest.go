@@ -57,6 +57,16 @@ func Main(m *testing.M) {
 	os.Exit(leakcheck.Check(code))
 }
 
+// missing skips the test for want it could not start, or fails it under
+// CI=true, where everything the tests need must be there.
+func missing(t testing.TB, want string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required under CI=true: %v", want, err)
+	}
+	t.Skipf("no %s: %v", want, err)
+}
+
 // Server returns the package's running server. Without one it skips the test,
 // or fails it under CI=true.
 func Server(t testing.TB) *redisserver.Server {
@@ -66,10 +76,7 @@ func Server(t testing.TB) *redisserver.Server {
 		if err == nil {
 			err = fmt.Errorf("redistest: redistest.Main was not called from TestMain")
 		}
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis is required under CI=true: %v", err)
-		}
-		t.Skipf("no redis-server: %v", err)
+		missing(t, "redis-server", err)
 	}
 	return server
 }
@@ -81,10 +88,7 @@ func Cluster(t testing.TB) *redisserver.Cluster {
 	t.Helper()
 	clusterOnce.Do(func() { cluster, clusterErr = redisserver.StartCluster(3, 0) })
 	if clusterErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("a Redis Cluster is required under CI=true: %v", clusterErr)
-		}
-		t.Skipf("no Redis Cluster: %v", clusterErr)
+		missing(t, "a Redis Cluster", clusterErr)
 	}
 	return cluster
 }
@@ -93,14 +97,7 @@ func Cluster(t testing.TB) *redisserver.Cluster {
 // test ends.
 func ClusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: Cluster(t).Addrs()})
-	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() }); err != nil {
-		t.Fatalf("redistest: cluster ping: %v", err)
-	}
-	return c
+	return ClusterClientFor(t, Cluster(t))
 }
 
 // Addr returns the package server's address (see [Server]).
@@ -159,10 +156,7 @@ func NewCluster(t testing.TB, masters, replicas int) *redisserver.Cluster {
 	t.Helper()
 	c, err := redisserver.StartCluster(masters, replicas)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("a Redis Cluster is required under CI=true: %v", err)
-		}
-		t.Skipf("no Redis Cluster: %v", err)
+		missing(t, "a Redis Cluster", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -274,10 +268,7 @@ func NewSentinel(t testing.TB) *redisserver.Sentinel {
 	t.Helper()
 	s, err := redisserver.StartSentinel()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("a Sentinel deployment is required under CI=true: %v", err)
-		}
-		t.Skipf("no Sentinel deployment: %v", err)
+		missing(t, "a Sentinel deployment", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
