@@ -51,21 +51,22 @@ type notifier struct {
 
 // psConn is one pub/sub connection: the plain one, or a master's sharded one.
 type psConn struct {
-	addr    string
-	ps      *redis.PubSub
-	sharded bool
-	dead    bool // dropped: its confirmations no longer count
+	addr string // the master's address; "" for the plain connection
+	ps   *redis.PubSub
+	dead bool // dropped: its confirmations no longer count
 }
 
+func (p *psConn) sharded() bool { return p.addr != "" }
+
 func (p *psConn) sub(ctx context.Context, channel string) error {
-	if p.sharded {
+	if p.sharded() {
 		return p.ps.SSubscribe(ctx, channel)
 	}
 	return p.ps.Subscribe(ctx, channel)
 }
 
 func (p *psConn) unsub(ctx context.Context, channel string) error {
-	if p.sharded {
+	if p.sharded() {
 		return p.ps.SUnsubscribe(ctx, channel)
 	}
 	return p.ps.Unsubscribe(ctx, channel)
@@ -190,7 +191,7 @@ func (n *notifier) sendLocked(ctx context.Context, channel string, st *channelSt
 	st.conn = conn
 	delete(n.lost, channel)
 	err := conn.sub(ctx, channel)
-	if err != nil && conn.sharded {
+	if err != nil && conn.sharded() {
 		n.dropLocked(conn) // the master is unreachable: try its successor later
 	}
 	return op, err
@@ -206,7 +207,7 @@ func (n *notifier) connLocked(node *redis.Client) *psConn {
 	if c := n.conns[addr]; c != nil {
 		return c
 	}
-	c := &psConn{addr: addr, sharded: node != nil}
+	c := &psConn{addr: addr}
 	if node != nil {
 		c.ps = node.SSubscribe(context.Background())
 	} else {
@@ -270,7 +271,7 @@ func (n *notifier) receive(c *psConn) {
 		if err != nil {
 			n.mu.Lock()
 			over := n.closed || c.dead
-			if !over && c.sharded {
+			if !over && c.sharded() {
 				// Broken, or a MOVED/CROSSSLOT reply: start afresh on the
 				// current owners.
 				n.dropLocked(c)
@@ -332,7 +333,7 @@ func (n *notifier) confirm(c *psConn, kind, channel string) {
 		// Not a reply to a command of ours: a resubscription after a plain
 		// reconnect (nothing waits on it), or Redis moved the slot away
 		// and unsubscribed us.
-		if unsub && c.sharded && st.lastSub != nil {
+		if unsub && c.sharded() && st.lastSub != nil {
 			n.loseLocked(channel, st)
 		}
 		return
