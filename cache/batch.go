@@ -342,6 +342,7 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 	now = time.Now()
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(missing))
+	args := make([][]any, len(missing))
 	entries := make([]entry[V], len(missing))
 	for _, i := range won {
 		k := missing[i]
@@ -354,12 +355,12 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 		}
 		out[k] = v
 		entries[i] = entry[V]{value: v, w: c.policy.Write(now, 0, rand.Float64()), took: took}
-		args, ferr := c.fillArgs(leases[i], entries[i])
-		if ferr != nil {
+		var ferr error
+		if args[i], ferr = c.fillArgs(ks[i], leases[i], entries[i]); ferr != nil {
 			errs[k] = ferr // not stored; the deferred abandon releases the lease
 			continue
 		}
-		cmds[i] = fillScript.Eval(cctx, pipe, []string{ks[i].value, ks[i].lease, ks[i].fence}, append(args, ks[i].channel, c.shardArg())...)
+		cmds[i] = fillScript.Eval(cctx, pipe, []string{ks[i].value, ks[i].lease, ks[i].fence}, args[i]...)
 	}
 	_, _ = pipe.Exec(cctx) // errors are per command
 	for _, i := range won {
@@ -367,7 +368,7 @@ func (c *Cache[V]) leadMany(ctx context.Context, missing []string, ks []keys, le
 			continue
 		}
 		filled[i] = true // the script ran or Redis failed: either way nothing is left to release by us
-		if c.filled(cctx, ks[i], cmds[i]) {
+		if c.settle(cctx, ks[i], cmds[i], args[i]) {
 			c.l1put(missing[i], entries[i])
 		}
 	}

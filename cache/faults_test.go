@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,5 +128,44 @@ func TestFaultSlowClose(t *testing.T) {
 	p.Reset()
 	if wrong, failed := storm(caches, 30, "k", o.fn, "v"); wrong != 0 || failed != 0 {
 		t.Fatalf("after slow-closed connections: wrong %d, errors %d", wrong, failed)
+	}
+}
+
+// A batch's fill pipeline fails (the proxy black-holes it) after the origin
+// answered: the caller still gets every value, and each fill is retried in
+// the background until Redis answers again, so the values are not lost to
+// the fleet and the next lookup does not recompute them.
+func TestFaultBatchFillRetried(t *testing.T) {
+	p, caches := proxied(t, 1)
+	c := caches[0]
+	keys := []string{"a", "b", "c"}
+	o := &batchOrigin{}
+	started, release := make(chan struct{}), make(chan struct{})
+	held := func(ctx context.Context, ks []string) (map[string]string, error) {
+		close(started)
+		<-release
+		return o.fn(ctx, ks)
+	}
+	done := make(chan error, 1)
+	go func() {
+		got, err := c.GetOrComputeMany(context.Background(), keys, held)
+		for _, k := range keys {
+			if err == nil && got[k] != "v:"+k {
+				err = fmt.Errorf("%s: %q", k, got[k])
+			}
+		}
+		done <- err
+	}()
+	<-started
+	p.SetPartition(true)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.SetPartition(false)
+	waitFor(t, "the three fills retried", func() bool { return c.Stats().Refills == 3 })
+	got, err := c.GetOrComputeMany(context.Background(), keys, o.fn)
+	if err != nil || len(got) != 3 || len(o.calls) != 1 {
+		t.Fatalf("after the heal: %v %v, origin called %d times", got, err, len(o.calls))
 	}
 }

@@ -227,17 +227,21 @@ func (c *Cache[V]) encode(e entry[V], fence int64) ([]byte, error) {
 // newer lease, Set or Delete fenced the write out, or Redis failed; err is
 // set only when the value could not be encoded.
 func (c *Cache[V]) fill(ctx context.Context, k keys, l *lease.Lease, e entry[V]) (stored bool, err error) {
-	args, err := c.fillArgs(l, e)
+	args, err := c.fillArgs(k, l, e)
 	if err != nil {
 		return false, err
 	}
-	args = append(args, k.channel, c.shardArg())
-	cmd := fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence}, args...)
+	return c.settle(ctx, k, fillScript.Run(ctx, c.rdb, []string{k.value, k.lease, k.fence}, args...), args), nil
+}
+
+// settle reads a fill's reply (see filled); when Redis failed, it retries
+// the fill, with the same args, in the background (see refill).
+func (c *Cache[V]) settle(ctx context.Context, k keys, cmd *redis.Cmd, args []any) (stored bool) {
 	stored = c.filled(ctx, k, cmd)
 	if !stored && cmd.Err() != nil && ctx.Err() == nil {
 		c.refill(k, args)
 	}
-	return stored, nil
+	return stored
 }
 
 // refill retries a fill that failed on a Redis error (a failover, a
@@ -262,13 +266,14 @@ func (c *Cache[V]) refill(k keys, args []any) {
 	})
 }
 
-// fillArgs encodes e for the fill script: envelope, TTL, token, fence.
-func (c *Cache[V]) fillArgs(l *lease.Lease, e entry[V]) ([]any, error) {
+// fillArgs encodes e for the fill script: envelope, TTL, token, fence,
+// channel, SPUBLISH flag.
+func (c *Cache[V]) fillArgs(k keys, l *lease.Lease, e entry[V]) ([]any, error) {
 	b, err := c.encode(e, l.Fence())
 	if err != nil {
 		return nil, err
 	}
-	return []any{b, max(e.w.Expire().Milliseconds(), 1), l.Token(), l.Fence()}, nil
+	return []any{b, max(e.w.Expire().Milliseconds(), 1), l.Token(), l.Fence(), k.channel, c.shardArg()}, nil
 }
 
 // filled reads the fill script's reply, reporting a fence rejection and a
