@@ -93,8 +93,8 @@ func StartCluster(masters, replicas int) (*Cluster, error) {
 // their master is up. Right after --cluster create a node that is to be a
 // replica may still report itself a master: counting them catches that.
 func (c *Cluster) waitReplicasSynced(want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	// Replication starts on its own: poll.
+	return pollUntil(timeout, 20*time.Millisecond, func() error {
 		synced := 0
 		for _, n := range c.Nodes {
 			info, err := command(n.Addr(), "INFO replication")
@@ -102,36 +102,43 @@ func (c *Cluster) waitReplicasSynced(want int, timeout time.Duration) error {
 				synced++
 			}
 		}
-		if synced == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
+		if synced != want {
 			return fmt.Errorf("redisserver: %d of %d replicas in sync", synced, want)
 		}
-		time.Sleep(20 * time.Millisecond) // replication starts on its own: poll
-	}
+		return nil
+	})
 }
 
 // WaitOK waits until every running node reports cluster_state:ok, after a
 // start or a failover.
 func (c *Cluster) WaitOK(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for _, n := range c.Nodes {
-		if !n.Running() {
-			continue
-		}
-		for {
-			info, err := command(n.Addr(), "CLUSTER INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
+	// The cluster converges on its own: poll.
+	return pollUntil(timeout, 20*time.Millisecond, func() error {
+		for _, n := range c.Nodes {
+			if !n.Running() {
+				continue
 			}
-			if time.Now().After(deadline) {
+			info, err := command(n.Addr(), "CLUSTER INFO")
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				return fmt.Errorf("redisserver: cluster not ok on %s: %v %s", n.Addr(), err, info)
 			}
-			time.Sleep(20 * time.Millisecond) // the cluster converges on its own: poll
 		}
+		return nil
+	})
+}
+
+// pollUntil calls ready every interval until it returns nil, or returns
+// its last error once timeout has passed: for processes that converge on
+// their own (a cluster, replication, Sentinels).
+func pollUntil(timeout, interval time.Duration, ready func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := ready()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(interval)
 	}
-	return nil
 }
 
 // clusterPort finds a loopback port p with p and its cluster bus port

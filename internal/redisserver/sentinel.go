@@ -76,8 +76,8 @@ func startSentinel(masterPort string) (*Server, error) {
 
 // wait polls until the replica is in sync and every Sentinel sees a quorum.
 func (d *Sentinel) wait(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	ready := func() error {
+	// Sentinels discover each other on their own: poll.
+	err := pollUntil(timeout, 50*time.Millisecond, func() error {
 		info, err := command(d.Replica.Addr(), "INFO replication")
 		if err != nil || !strings.Contains(info, "master_link_status:up") {
 			return fmt.Errorf("replica not in sync: %v", err)
@@ -89,15 +89,9 @@ func (d *Sentinel) wait(timeout time.Duration) error {
 			}
 		}
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redisserver: sentinel deployment not ready: %w", err)
 	}
-	for {
-		err := ready()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redisserver: sentinel deployment not ready: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond) // Sentinels discover each other on their own: poll
-	}
+	return nil
 }
