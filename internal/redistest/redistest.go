@@ -217,9 +217,14 @@ func MoveSlot(t testing.TB, cc *redis.ClusterClient, slot int, dst string) {
 	if src == "" || src == dst {
 		t.Fatalf("redistest: slot %d is on %q, cannot move it to %s", slot, src, dst)
 	}
+	clients := map[string]*redis.Client{}
 	node := func(addr string) *redis.Client {
+		if c := clients[addr]; c != nil {
+			return c
+		}
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = c.Close() })
+		clients[addr] = c
 		return c
 	}
 	from, to := node(src), node(dst)
