@@ -15,7 +15,7 @@ import (
 // GET of a value of the same size, the floor.
 func runHits(ctx context.Context, cfg config, admin *redis.Client, newClient func() *redis.Client, name string, progress *progress) (Result, error) {
 	env := &runEnv{origin: newOrigin(cfg.originLatency, cfg.valueSize), ttl: time.Hour,
-		prefix: fmt.Sprintf("bench:%d:hits:%s:", time.Now().UnixNano(), name)}
+		prefix: fmt.Sprintf("bench.%d.hits.%s.", time.Now().UnixNano(), name)}
 	for range cfg.replicas {
 		env.clients = append(env.clients, newClient())
 	}

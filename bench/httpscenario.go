@@ -31,7 +31,7 @@ func runHTTP(ctx context.Context, cfg config, admin *redis.Client, newClient fun
 	o := newOrigin(cfg.originLatency, cfg.valueSize)
 	maxAge := strconv.Itoa(max(int(cfg.ttl/time.Second), 1))
 	ttl := time.Duration(max(int(cfg.ttl/time.Second), 1)) * time.Second
-	ns := fmt.Sprintf("bench:%d:http", time.Now().UnixNano())
+	ns := fmt.Sprintf("bench.%d.http", time.Now().UnixNano())
 	var urls []string
 	var closers []func()
 	defer func() {

@@ -92,7 +92,7 @@ func (r *recorder) outcomeMap() map[string]int64 {
 // runStorm runs one strategy on one key distribution.
 func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient func() *redis.Client, def strategyDef, dist keyDist, progress *progress) (Result, error) {
 	env := &runEnv{origin: newOrigin(cfg.originLatency, cfg.valueSize), ttl: cfg.ttl,
-		prefix: fmt.Sprintf("bench:%d:%s:%s:", time.Now().UnixNano(), def.name, dist.name)}
+		prefix: fmt.Sprintf("bench.%d.%s.%s.", time.Now().UnixNano(), def.name, dist.name)}
 	for range cfg.replicas {
 		env.clients = append(env.clients, newClient())
 	}

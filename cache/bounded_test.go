@@ -48,7 +48,7 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 				}
 				inner.Wait()
 				if i%1000 == 0 {
-					n := int64(a.notify.subscriptions() + b.notify.subscriptions())
+					n := int64(a.redis.notify.subscriptions() + b.redis.notify.subscriptions())
 					for p := maxSubs.Load(); n > p && !maxSubs.CompareAndSwap(p, n); p = maxSubs.Load() {
 					}
 				}
@@ -60,14 +60,14 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 		t.Fatalf("%d computes for %d keys", n, keys)
 	}
 	for name, c := range map[string]*Cache[string]{"a": a, "b": b} {
-		c.reads.mu.Lock()
-		flights := len(c.reads.flights)
-		c.reads.mu.Unlock()
+		c.redis.reads.mu.Lock()
+		flights := len(c.redis.reads.flights)
+		c.redis.reads.mu.Unlock()
 		refreshing := 0
 		c.refreshing.Range(func(any, any) bool { refreshing++; return true })
 		waitSubs := 0
 		for range 1000 { // unsubscribe confirmations arrive asynchronously
-			if waitSubs = c.notify.subscriptions(); waitSubs == 0 {
+			if waitSubs = c.redis.notify.subscriptions(); waitSubs == 0 {
 				break
 			}
 			waitForConfirmations()

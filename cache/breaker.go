@@ -6,27 +6,34 @@ import (
 )
 
 // breaker is a consecutive-failure circuit breaker: threshold failures in a
-// row open it for cooldown; then one call at a time probes, and a success
-// closes it. Safe for concurrent use; the zero value is closed.
+// row open it for cooldown; then one background probe (never a caller's
+// request, so no caller can leave it half-open) tries Redis, and its success
+// closes it while its failure opens it for another cooldown. Safe for
+// concurrent use; the zero value is closed.
 type breaker struct {
 	threshold int32
 	cooldown  time.Duration
+	// probe starts the background probe, which must end in success or
+	// failure; it is set once, before use.
+	probe func()
 
 	failures  atomic.Int32
 	openUntil atomic.Int64 // unix nanoseconds; 0 when closed
 	probing   atomic.Bool
 }
 
-// allow reports whether a call may use Redis now.
+// allow reports whether a call may use Redis now. Past the cooldown of an
+// open breaker it starts the probe and answers false until the probe
+// succeeded.
 func (b *breaker) allow() bool {
 	until := b.openUntil.Load()
 	if until == 0 {
 		return true
 	}
-	if time.Now().UnixNano() < until {
-		return false
+	if time.Now().UnixNano() >= until && b.probing.CompareAndSwap(false, true) {
+		b.probe()
 	}
-	return b.probing.CompareAndSwap(false, true) // half-open: one probe at a time
+	return false
 }
 
 // success records a Redis success; closed reports whether it closed an open
@@ -41,13 +48,22 @@ func (b *breaker) success() (closed bool) {
 }
 
 // failure records a Redis failure; opened reports whether it opened a closed
-// breaker.
+// breaker. An open breaker's cooldown starts again.
 func (b *breaker) failure() (opened bool) {
 	if b.failures.Add(1) >= b.threshold {
 		opened = b.openUntil.Swap(time.Now().Add(b.cooldown).UnixNano()) == 0
 		b.probing.Store(false)
 	}
 	return opened
+}
+
+// probeFailed records a failed probe: the breaker stays open for another
+// cooldown, and the next call after it probes again.
+func (b *breaker) probeFailed() {
+	if until := b.openUntil.Load(); until != 0 {
+		b.openUntil.CompareAndSwap(until, time.Now().Add(b.cooldown).UnixNano())
+	}
+	b.probing.Store(false)
 }
 
 // open reports whether the breaker is open (Redis considered down).

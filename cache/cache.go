@@ -2,9 +2,7 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -25,22 +23,22 @@ import (
 // [Cache.Close] to stop its background work; it does not close the Redis
 // client.
 type Cache[V any] struct {
-	rdb    redis.UniversalClient // nil: process-local
-	opts   Options
-	policy stale.Policy
-	leases *lease.Client
-	notify *notifier
-	local  *localStore[V]
-	l1     *l1[V]      // nil when off
-	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
-	id     string      // this instance, to skip its own invalidations
-	sf     singleflight.Group[loaded[V]]
-	reads  readGroup // shares concurrent hit-path GETs of one key
-	brk    breaker
-	sem    *semaphore.Weighted
-	stats  counters
+	opts    Options
+	policy  stale.Policy
+	clock   func() time.Time // time.Now; tests walk a timeline instead
+	typeTag uint32           // fingerprint of V and the codec, in every envelope
+	store   store[V]
+	redis   *redisStore[V] // nil: process-local
+	local   *localStore[V] // nil: Redis
+	l1      *l1[V]         // nil when off
+	synced  atomic.Bool    // L1 may be filled: the invalidation channel is subscribed
+	id      string         // this instance, to skip its own invalidations
+	sf      singleflight.Group[loaded[V]]
+	brk     breaker
+	sem     *semaphore.Weighted
+	stats   counters
 
-	refreshing sync.Map // key -> struct{}: background refreshes in flight
+	refreshing sync.Map // key -> struct{}: background work in flight
 	bgCtx      context.Context
 	bgCancel   context.CancelFunc
 	bg         sync.WaitGroup
@@ -58,8 +56,9 @@ const (
 )
 
 // New returns a Cache storing values of type V in rdb. A nil rdb makes a
-// process-local cache: in-memory entries and in-process coalescing, no lease.
-// A standalone, Sentinel (failover) or Cluster client all work.
+// process-local cache: the same decisions and fences over a bounded
+// in-memory store, no Redis. A standalone, Sentinel (failover) or Cluster
+// client all work. With a client, New fails when the codec cannot encode V.
 func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
@@ -75,41 +74,35 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if err := policy.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	if isNilClient(rdb) {
-		rdb = nil
-	}
-	c := &Cache[V]{rdb: rdb, opts: opts, policy: policy}
+	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, typeTag: typeFingerprint[V](opts.Codec)}
 	c.brk = breaker{threshold: int32(opts.BreakerThreshold), cooldown: opts.BreakerCooldown}
 	if opts.MaxDegradedComputes > 0 {
 		c.sem = semaphore.NewWeighted(int64(opts.MaxDegradedComputes))
 	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
-	if rdb == nil {
-		c.local = newLocalStore[V]()
+	if isNilClient(rdb) {
+		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
+		c.store = c.local
 		c.startSweeper()
 		return c, nil
 	}
-	interval := max(opts.LeaseTTL/3, time.Millisecond)
-	leases, err := lease.New(rdb, lease.Options{
-		ExtendInterval: interval,
-		MaxExtensions:  int(max(opts.ComputeTimeout, opts.RefreshTimeout)/interval) + 2,
-		FenceTTL:       time.Duration(c.fenceTTL()) * time.Millisecond,
-		OnExtend:       c.onExtend,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	if err := checkCodec[V](opts.Codec); err != nil {
+		return nil, err
 	}
-	c.leases = leases
-	c.notify = newNotifier(rdb)
+	rs, err := newRedisStore(c, rdb)
+	if err != nil {
+		return nil, err
+	}
+	c.redis, c.store = rs, rs
 	if opts.L1Size > 0 {
 		c.l1 = newL1[V](opts.L1Size, opts.L1TTL)
 		c.id = strconv.FormatUint(rand.Uint64(), 36)
-		c.notify.onReset = func() {
+		rs.notify.onReset = func() {
 			c.synced.Store(false)
 			c.l1.clears.Add(1)
 			c.l1.clear()
 		}
-		c.notify.onListening = func() {
+		rs.notify.onListening = func() {
 			if !c.synced.Swap(true) {
 				c.l1.clear() // what was put while unsubscribed cannot be vouched for
 			}
@@ -120,16 +113,20 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
-			_ = c.notify.listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
+			_ = rs.notify.listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
 		}()
 	}
 	return c, nil
 }
 
-// l1put stores e in L1 when L1 is on and in sync with the invalidations.
-func (c *Cache[V]) l1put(key string, e entry[V]) {
+// now is the cache's clock.
+func (c *Cache[V]) now() time.Time { return c.clock() }
+
+// l1put stores e, read at L1's version, in L1 when L1 is on and in sync
+// with the invalidations.
+func (c *Cache[V]) l1put(key string, e entry[V], version uint64) {
 	if c.l1 != nil && c.synced.Load() {
-		c.l1.put(key, e, time.Now())
+		c.l1.put(key, e, c.now(), version)
 	}
 }
 
@@ -145,22 +142,7 @@ func (c *Cache[V]) invalidated(payload string) {
 	if !ok || id == c.id {
 		return
 	}
-	c.l1.delete(key)
-}
-
-// onExtend reports the lease's extensions while computing.
-func (c *Cache[V]) onExtend(l *lease.Lease, err error) {
-	key := strings.TrimPrefix(l.Name(), c.opts.Namespace+":")
-	ctx := context.Background()
-	switch {
-	case err == nil:
-		c.observe(ctx, Event{Kind: EventLeaseExtended, Key: key})
-	case errors.Is(err, lease.ErrLeaseLost):
-		c.observe(ctx, Event{Kind: EventLeaseLost, Key: key, Err: err})
-		c.logRare(ctx, slog.LevelWarn, "stampede: lease lost while computing; the fence decides whether the value is stored", key, err)
-	default:
-		c.redisFailed(ctx, err)
-	}
+	c.l1.invalidate(key)
 }
 
 func isNilClient(rdb redis.UniversalClient) bool {
@@ -183,36 +165,6 @@ func (c *Cache[V]) Namespace() string { return c.opts.Namespace }
 // Policy returns the freshness policy the cache applies.
 func (c *Cache[V]) Policy() stale.Policy { return c.policy }
 
-// GetOrCompute returns the value for key, computing it with fn when it is
-// missing or expired: once for all concurrent callers in the process and,
-// through the Redis lease, once for the whole fleet. fn's error is returned
-// and never cached, except an error wrapping [ErrNotFound], which is cached
-// for NegativeTTL. When fn fails and a value inside its StaleIfError window
-// exists, that value is returned without error (use [Cache.Fetch] to see the
-// error).
-func (c *Cache[V]) GetOrCompute(ctx context.Context, key string, fn func(context.Context) (V, error)) (V, error) {
-	r, err := c.Fetch(ctx, key, fn)
-	return r.Value, err
-}
-
-// Fetch is [Cache.GetOrCompute] and also says how the call was answered.
-// When storing the computed value fails (e.g. [ErrValueTooLarge]), the
-// value is still returned in the Result, with the error.
-func (c *Cache[V]) Fetch(ctx context.Context, key string, fn func(context.Context) (V, error)) (Result[V], error) {
-	return c.fetch(ctx, key, fn, nil)
-}
-
-// FetchWithFallback is [Cache.Fetch], except that when another replica keeps
-// computing key past WaitTimeout, fallback answers (Outcome [Fallback]);
-// its result is not stored. When callers in one process share a call, the
-// fallback of the caller that started it is used.
-func (c *Cache[V]) FetchWithFallback(ctx context.Context, key string, fn, fallback func(context.Context) (V, error)) (Result[V], error) {
-	if fallback == nil {
-		return Result[V]{}, fmt.Errorf("%w: fallback", ErrNilFunc)
-	}
-	return c.fetch(ctx, key, fn, fallback)
-}
-
 func (c *Cache[V]) check(key string) error {
 	if c.closedFlag.Load() {
 		return ErrClosed
@@ -224,89 +176,6 @@ func (c *Cache[V]) check(key string) error {
 		return fmt.Errorf("%w: %d bytes, limit %d (Options.MaxKeyBytes)", ErrInvalidKey, len(key), c.opts.MaxKeyBytes)
 	}
 	return nil
-}
-
-// Get returns the value for key when it is fresh or within its stale window.
-// found is false when there is none, when a "not found" is cached, or when
-// the entry is corrupt.
-func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err error) {
-	if err := c.check(key); err != nil {
-		return v, false, err
-	}
-	if c.l1 != nil {
-		if e, ok := c.l1.get(key, time.Now()); ok && !e.negative {
-			c.stats.l1Hits.add()
-			return e.value, true, nil
-		}
-	}
-	e, found, err := c.lookup(ctx, key)
-	if err != nil || !found || e.negative {
-		return v, false, err
-	}
-	switch c.policy.State(e.w, time.Now(), 0, 0) {
-	case stale.Fresh:
-		c.l1put(key, e)
-		return e.value, true, nil
-	case stale.Stale:
-		return e.value, true, nil
-	}
-	return v, false, nil
-}
-
-// Set stores v for key, fresh for TTL. A compute in flight for key cannot
-// overwrite it: its fill is fenced out.
-func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
-	if err := c.check(key); err != nil {
-		return err
-	}
-	w := c.policy.Write(time.Now(), 0, rand.Float64())
-	if c.rdb == nil {
-		c.local.put(key, entry[V]{value: v, w: w})
-		return nil
-	}
-	b, err := c.encode(entry[V]{value: v, w: w}, 0)
-	if err != nil {
-		return err
-	}
-	k := c.keysFor(key)
-	err = setScript.Run(ctx, c.rdb, []string{k.value, k.fence}, b, w.Expire().Milliseconds(), c.fenceTTL(), k.channel,
-		c.invalidationChannel(), c.id+" "+key, c.shardArg()).Err()
-	if err != nil {
-		c.redisFailed(ctx, err)
-		if c.l1 != nil {
-			c.l1.delete(key)
-		}
-		return fmt.Errorf("cache: set %s: %w", k.value, err)
-	}
-	c.l1put(key, entry[V]{value: v, w: w})
-	return nil
-}
-
-// Delete removes key. A compute in flight for key cannot write its result
-// afterwards: its fill is fenced out.
-func (c *Cache[V]) Delete(ctx context.Context, key string) error {
-	if err := c.check(key); err != nil {
-		return err
-	}
-	if c.rdb == nil {
-		c.local.delete(key)
-		return nil
-	}
-	if c.l1 != nil {
-		c.l1.delete(key)
-	}
-	k := c.keysFor(key)
-	if err := deleteScript.Run(ctx, c.rdb, []string{k.value, k.fence}, c.fenceTTL(), k.channel,
-		c.invalidationChannel(), c.id+" "+key, c.shardArg()).Err(); err != nil {
-		c.redisFailed(ctx, err)
-		return fmt.Errorf("cache: delete %s: %w", k.value, err)
-	}
-	return nil
-}
-
-func (c *Cache[V]) fenceTTL() int64 {
-	keep := c.opts.TTL + max(c.opts.Stale, c.opts.StaleIfError) + c.opts.LeaseTTL
-	return max(24*time.Hour, 4*keep).Milliseconds()
 }
 
 // Close stops background refreshes (cancelling their context and waiting
@@ -321,35 +190,12 @@ func (c *Cache[V]) Close() error {
 		c.mu.Unlock()
 		c.bgCancel()
 		c.bg.Wait()
-		if c.notify != nil {
-			err = c.notify.close()
-		}
+		err = c.store.close()
 		if c.sweepDone != nil {
 			<-c.sweepDone
 		}
 	})
 	return err
-}
-
-// goBackground runs work for key in a goroutine unless one already runs for
-// key or the cache is closed. Close cancels ctx and waits.
-func (c *Cache[V]) goBackground(key string, work func(ctx context.Context)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	if _, running := c.refreshing.LoadOrStore(key, struct{}{}); running {
-		return
-	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		defer c.refreshing.Delete(key)
-		ctx, cancel := context.WithTimeout(c.bgCtx, c.opts.RefreshTimeout)
-		defer cancel()
-		work(ctx)
-	}()
 }
 
 // startSweeper drops expired local entries periodically until Close.
@@ -362,8 +208,8 @@ func (c *Cache[V]) startSweeper() {
 		defer t.Stop()
 		for {
 			select {
-			case now := <-t.C:
-				c.local.sweep(now)
+			case <-t.C:
+				c.local.sweep()
 			case <-c.bgCtx.Done():
 				return
 			}

@@ -9,27 +9,31 @@ import (
 
 // The envelope is what the cache stores under {ns:k}:v: a msgpack array of
 //
-//	[magic uint16 "SP", version uint8, flags uint8, created, freshUntil,
-//	 staleUntil, errorUntil (unix ms), computeMicros, fence (int64),
-//	 value (bin)]
+//	[magic uint16 "SP", version uint8, flags uint8, type uint32, created,
+//	 freshUntil, staleUntil, errorUntil (unix ms), computeMicros,
+//	 fence (int64), value (bin)]
+//
+// type is a fingerprint of the value's Go type and codec, so that a cache of
+// another type on the same keys reads the entry as foreign, never as a value.
 //
 // It is written and read by hand (any msgpack reader can read it): the hit
 // path decodes it on every call, and a reflective decoder cost more than the
 // rest of the hit path put together.
 const (
 	envelopeMagic   = 0x5350 // "SP"
-	envelopeVersion = 1
-	envelopeFields  = 10
+	envelopeVersion = 2
+	envelopeFields  = 11
 )
 
 type envelope struct {
 	Flags         uint8
-	Created       int64 // unix milliseconds
-	FreshUntil    int64 // unix milliseconds
-	StaleUntil    int64 // unix milliseconds
-	ErrorUntil    int64 // unix milliseconds: kept until then for stale-if-error
-	ComputeMicros int64 // how long the compute function took
-	Fence         int64 // the fence the writer held (0 for Set)
+	Type          uint32 // fingerprint of the value's type and codec
+	Created       int64  // unix milliseconds
+	FreshUntil    int64  // unix milliseconds
+	StaleUntil    int64  // unix milliseconds
+	ErrorUntil    int64  // unix milliseconds: kept until then for stale-if-error
+	ComputeMicros int64  // how long the compute function took
+	Fence         int64  // the fence the writer held (0 for Set)
 	Value         []byte
 }
 
@@ -40,10 +44,12 @@ func encodeEnvelope(e *envelope) ([]byte, error) {
 	if uint64(n) > 1<<32-1 {
 		return nil, fmt.Errorf("%w: envelope: value of %d bytes", ErrCodec, n)
 	}
-	b := make([]byte, 0, 1+3+1+1+6*9+5+n)
+	b := make([]byte, 0, fixedValAt+n)
 	b = append(b, 0x90|envelopeFields)
 	b = append(b, 0xcd, envelopeMagic>>8, envelopeMagic&0xff)
 	b = append(b, envelopeVersion, e.Flags&0x7f)
+	b = append(b, 0xce)
+	b = binary.BigEndian.AppendUint32(b, e.Type)
 	for _, v := range [...]int64{e.Created, e.FreshUntil, e.StaleUntil, e.ErrorUntil, e.ComputeMicros, e.Fence} {
 		b = append(b, 0xd3)
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
@@ -67,6 +73,7 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	r := reader{b: b[4:]}
 	version := r.int()
 	flags := r.int()
+	typ := r.int()
 	e.Created = r.int()
 	e.FreshUntil = r.int()
 	e.StaleUntil = r.int()
@@ -83,17 +90,21 @@ func decodeEnvelope(b []byte) (envelope, error) {
 		return envelope{}, fmt.Errorf("%w: version %d", errCorrupt, version)
 	case flags < 0 || flags > 0x7f:
 		return envelope{}, fmt.Errorf("%w: flags %d", errCorrupt, flags)
+	case typ < 0 || typ > 1<<32-1:
+		return envelope{}, fmt.Errorf("%w: type %d", errCorrupt, typ)
 	case e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil || e.ErrorUntil < e.StaleUntil || e.ComputeMicros < 0 || e.Fence < 0:
 		return envelope{}, fmt.Errorf("%w: inconsistent times", errCorrupt)
 	}
 	e.Flags = uint8(flags)
+	e.Type = uint32(typ)
 	return e, nil
 }
 
 // Offsets of the fixed-width layout that encodeEnvelope writes.
 const (
+	fixedTypeAt = 6
 	fixedInts   = 6
-	fixedIntsAt = 6
+	fixedIntsAt = fixedTypeAt + 5
 	fixedBinAt  = fixedIntsAt + 9*fixedInts
 	fixedValAt  = fixedBinAt + 5
 )
@@ -102,7 +113,7 @@ const (
 // as int64, the value as bin32) by offset; ok is false for any other
 // encoding, which the general reader then handles.
 func decodeFixed(b []byte) (e envelope, ok bool) {
-	if len(b) < fixedValAt || b[4] != envelopeVersion || b[5] > 0x7f || b[fixedBinAt] != 0xc6 {
+	if len(b) < fixedValAt || b[4] != envelopeVersion || b[5] > 0x7f || b[fixedTypeAt] != 0xce || b[fixedBinAt] != 0xc6 {
 		return e, false
 	}
 	var ints [fixedInts]int64
@@ -117,6 +128,7 @@ func decodeFixed(b []byte) (e envelope, ok bool) {
 		return e, false
 	}
 	e.Flags = b[5]
+	e.Type = binary.BigEndian.Uint32(b[fixedTypeAt+1 : fixedIntsAt])
 	e.Created, e.FreshUntil, e.StaleUntil, e.ErrorUntil, e.ComputeMicros, e.Fence = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
 	e.Value = b[fixedValAt:]
 	return e, true

@@ -16,12 +16,16 @@ var (
 	// ErrInvalidOptions means [Options] failed validation in [New].
 	ErrInvalidOptions = errors.New("cache: invalid options")
 	// ErrValueTooLarge means the encoded value exceeds Options.MaxValueBytes.
-	// GetOrCompute still returns the computed value with this error; it was
-	// not stored.
+	// Set returns it; a computed value that is too large is returned without
+	// error, with Result.Err matching it, and counted in Stats().Unstored.
 	ErrValueTooLarge = errors.New("cache: value too large")
 	// ErrLeaseBusy means another replica kept computing the key past
 	// WaitTimeout and the contention policy is [BusyError].
 	ErrLeaseBusy = errors.New("cache: another replica is computing this key (wait timed out)")
+	// ErrUnavailable means Redis is known to be down (the circuit breaker is
+	// open): Get, Set and Delete return it at once instead of paying a Redis
+	// timeout.
+	ErrUnavailable = errors.New("cache: Redis unavailable (circuit breaker open)")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say

@@ -166,6 +166,6 @@ func TestFaultBatchFillRetried(t *testing.T) {
 	waitFor(t, "the three fills retried", func() bool { return c.Stats().Refills == 3 })
 	got, err := c.GetOrComputeMany(context.Background(), keys, o.fn)
 	if err != nil || len(got) != 3 || len(o.calls) != 1 {
-		t.Fatalf("after the heal: %v %v, origin called %d times", got, err, len(o.calls))
+		t.Fatalf("after the heal: %v %v, origin called %d times; %+v", got, err, len(o.calls), c.Stats())
 	}
 }

@@ -81,9 +81,14 @@ func TestOversizedValue(t *testing.T) {
 	c := newCache[string](t, redistest.Client(t), cache.Options{MaxValueBytes: 64})
 	ctx := context.Background()
 	big := strings.Repeat("x", 100)
-	v, err := c.GetOrCompute(ctx, "k", func(context.Context) (string, error) { return big, nil })
-	if !errors.Is(err, cache.ErrValueTooLarge) || v != big {
-		t.Fatalf("err=%v len(v)=%d: want ErrValueTooLarge and the computed value", err, len(v))
+	// A good value is not turned into an error: it answers, Result.Err says
+	// why it was not stored, and Stats counts it.
+	r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return big, nil })
+	if err != nil || !errors.Is(r.Err, cache.ErrValueTooLarge) || r.Value != big || c.Stats().Unstored != 1 {
+		t.Fatalf("err=%v Result.Err=%v len(v)=%d unstored=%d: want no error, Result.Err ErrValueTooLarge and the computed value", err, r.Err, len(r.Value), c.Stats().Unstored)
+	}
+	if err := c.Set(ctx, "k", big); !errors.Is(err, cache.ErrValueTooLarge) {
+		t.Fatalf("Set of an oversized value: %v", err)
 	}
 	if _, found, _ := c.Get(ctx, "k"); found {
 		t.Fatal("oversized value was stored")

@@ -40,7 +40,7 @@ func TestEnvelopeRejects(t *testing.T) {
 		"stale<fresh":  mustEncode(t, envelope{Created: 1, FreshUntil: 4, StaleUntil: 3, ErrorUntil: 4}),
 		"error<stale":  mustEncode(t, envelope{Created: 1, FreshUntil: 4, StaleUntil: 5, ErrorUntil: 4}),
 		"no created":   mustEncode(t, envelope{Created: 0, FreshUntil: 4, StaleUntil: 5, ErrorUntil: 5}),
-		"future":       append([]byte{0x9a, 0xcd, 0x53, 0x50, 0x02}, good[5:]...),
+		"future":       append([]byte{0x9b, 0xcd, 0x53, 0x50, 0x03}, good[5:]...),
 	}
 	for name, b := range cases {
 		if _, err := decodeEnvelope(b); err == nil {
@@ -62,7 +62,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	good, _ := encodeEnvelope(&envelope{Created: 1, FreshUntil: 2, StaleUntil: 3, ErrorUntil: 4, Value: []byte("v")})
 	f.Add(good)
 	f.Add([]byte{})
-	f.Add([]byte{0x9a, 0xcd, 0x53, 0x50})
+	f.Add([]byte{0x9b, 0xcd, 0x53, 0x50})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEnvelope(b)
 		if err != nil {
@@ -160,16 +160,16 @@ func TestNotificationAfterSubscribeIsDelivered(t *testing.T) {
 
 // The hand-written envelope is plain msgpack: the msgpack library reads it.
 func TestEnvelopeIsMsgpack(t *testing.T) {
-	b := mustEncode(t, envelope{Flags: 1, Created: 10, FreshUntil: 20, StaleUntil: 30, ErrorUntil: 40, ComputeMicros: 5, Fence: 3, Value: []byte("xyz")})
+	b := mustEncode(t, envelope{Flags: 1, Type: 7, Created: 10, FreshUntil: 20, StaleUntil: 30, ErrorUntil: 40, ComputeMicros: 5, Fence: 3, Value: []byte("xyz")})
 	var fields []any
 	if err := msgpack.Unmarshal(b, &fields); err != nil {
 		t.Fatal(err)
 	}
-	if len(fields) != 10 || fmt.Sprint(fields[:9]) != "[21328 1 1 10 20 30 40 5 3]" || string(fields[9].([]byte)) != "xyz" {
+	if len(fields) != 11 || fmt.Sprint(fields[:10]) != "[21328 2 1 7 10 20 30 40 5 3]" || string(fields[10].([]byte)) != "xyz" {
 		t.Fatalf("msgpack sees %v", fields)
 	}
 	// And a msgpack encoder's compact integers decode too.
-	alt, err := msgpack.Marshal([]any{uint16(envelopeMagic), 1, 0, 10, 20, 30, 40, 5, 3, []byte("xyz")})
+	alt, err := msgpack.Marshal([]any{uint16(envelopeMagic), envelopeVersion, 0, 7, 10, 20, 30, 40, 5, 3, []byte("xyz")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,36 +1,25 @@
 package cache
 
-import "github.com/stampede-go/stampede/lease"
-
-// keys are the Redis names of one cache key's state. All share the hash tag
-// {ns:k}, so every script touches one Cluster slot.
+// keys names one cache key's state in Redis. Every name shares the hash tag
+// {ns:k}, so every script touches one Cluster slot: the value {ns:k}:v,
+// the lease {ns:k}:l, the fence {ns:k}:f and the fill channel {ns:k}:n.
+// Only the value's name is built eagerly (the hit path needs nothing else);
+// the others are slices or short concatenations of it.
 type keys struct {
-	key     string // the cache key
-	name    string // ns:k, the lease name
-	value   string // {ns:k}:v
-	lease   string // {ns:k}:l
-	fence   string // {ns:k}:f
-	channel string // {ns:k}:n
+	key   string // the cache key
+	value string // {ns:k}:v
 }
 
 func (c *Cache[V]) keysFor(key string) keys {
-	name := c.opts.Namespace + ":" + key
-	l, f := lease.Keys(name)
-	tag := "{" + name + "}"
-	return keys{key: key, name: name, value: tag + ":v", lease: l, fence: f, channel: tag + ":n"}
+	return keys{key: key, value: "{" + c.opts.Namespace + ":" + key + "}:v"}
 }
 
-// shardArg tells the scripts how to announce on a key's channel: "1" for
-// SPUBLISH on a Cluster (the channel lives on the key's own shard, as the
-// waiters' SSUBSCRIBE does), "0" for PUBLISH.
-func (c *Cache[V]) shardArg() string {
-	if c.notify.sharded() {
-		return "1"
-	}
-	return "0"
-}
+// name is ns:k, the lease's name.
+func (k keys) name() string { return k.value[1 : len(k.value)-3] }
 
-// valueKey is keysFor(key).value, built alone for the hit path.
-func (c *Cache[V]) valueKey(key string) string {
-	return "{" + c.opts.Namespace + ":" + key + "}:v"
-}
+// tag is {ns:k}.
+func (k keys) tag() string { return k.value[:len(k.value)-2] }
+
+func (k keys) lease() string   { return k.tag() + ":l" }
+func (k keys) fence() string   { return k.tag() + ":f" }
+func (k keys) channel() string { return k.tag() + ":n" }

@@ -2,132 +2,88 @@ package cache
 
 import (
 	"hash/maphash"
-	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// l1 is the optional in-process tier in front of Redis: a bounded, sharded
-// map with CLOCK (second-chance) eviction. Entries keep the envelope's
-// windows and expire after L1TTL at the latest. A value handed out from it
-// is shared between callers.
+// l1 is the optional in-process tier in front of Redis. Entries keep the
+// envelope's windows and expire after L1TTL at the latest, never past their
+// fresh window. A value handed out from it is shared between callers.
+//
+// Versions keep an invalidated value out: every put carries the version
+// that [l1.version] gave before the read that produced the entry started,
+// and an invalidation raises its key's floor past every version handed out
+// so far. A put below its key's floor (a read that raced a Set or Delete)
+// is dropped. Floors are kept per slot of a fixed table (a key shares its
+// slot with others: a put is at worst dropped needlessly), so they cost no
+// memory per key.
 type l1[V any] struct {
-	ttl    time.Duration
-	seed   maphash.Seed
-	shards [l1Shards]l1Shard[V]
-	clears atomic.Int64
+	ttl     time.Duration
+	m       *clockMap[V]
+	seed    maphash.Seed
+	seq     atomic.Uint64 // the version counter
+	floors  [l1FloorSlots]atomic.Uint64
+	cleared atomic.Uint64 // a floor for every key, raised by clear
+	clears  atomic.Int64
 }
 
-const l1Shards = 16
-
-type l1Shard[V any] struct {
-	mu    sync.RWMutex
-	m     map[string]*l1Entry[V]
-	ring  []*l1Entry[V] // CLOCK ring; nil slots are free
-	hand  int
-	limit int
-}
-
-type l1Entry[V any] struct {
-	key     string
-	e       entry[V]
-	expires int64 // unix nanoseconds
-	slot    int
-	used    atomic.Bool
-}
+const l1FloorSlots = 4096
 
 func newL1[V any](size int, ttl time.Duration) *l1[V] {
-	c := &l1[V]{ttl: ttl, seed: maphash.MakeSeed()}
-	per := max(size/l1Shards, 1)
-	for i := range c.shards {
-		c.shards[i] = l1Shard[V]{m: make(map[string]*l1Entry[V], per), ring: make([]*l1Entry[V], per), limit: per}
-	}
-	return c
+	return &l1[V]{ttl: ttl, m: newClockMap[V](size), seed: maphash.MakeSeed()}
 }
 
-func (c *l1[V]) shard(key string) *l1Shard[V] {
-	return &c.shards[maphash.String(c.seed, key)%l1Shards]
+func (c *l1[V]) floor(key string) *atomic.Uint64 {
+	return &c.floors[maphash.String(c.seed, key)%l1FloorSlots]
 }
+
+// version is the version to give a put of an entry read from now on.
+func (c *l1[V]) version() uint64 { return c.seq.Load() }
 
 // get returns key's entry while it is inside its L1 lifetime.
 func (c *l1[V]) get(key string, now time.Time) (entry[V], bool) {
-	s := c.shard(key)
-	s.mu.RLock()
-	le, ok := s.m[key]
-	var e entry[V]
-	var expires int64
-	if ok {
-		e, expires = le.e, le.expires
-	}
-	s.mu.RUnlock()
-	if !ok || now.UnixNano() >= expires {
-		return entry[V]{}, false
-	}
-	if !le.used.Load() {
-		le.used.Store(true)
-	}
-	return e, true
+	return c.m.get(key, now.UnixNano())
 }
 
-// put stores a fresh entry until min(now + ttl, its fresh-until).
-func (c *l1[V]) put(key string, e entry[V], now time.Time) {
+// put stores a fresh entry read at version until min(now + ttl, its
+// fresh-until), unless an invalidation of key came since version.
+func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) {
 	exp := min(now.Add(c.ttl).UnixNano(), e.w.FreshUntil.UnixNano())
 	if exp <= now.UnixNano() {
 		return
 	}
-	s := c.shard(key)
+	s := c.m.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old, ok := s.m[key]; ok {
-		old.e, old.expires = e, exp
-		old.used.Store(true)
-		return
-	}
-	le := &l1Entry[V]{key: key, e: e, expires: exp}
-	for { // CLOCK: clear the used bit until a slot whose entry was not used since
-		victim := s.ring[s.hand]
-		if victim == nil || !victim.used.Swap(false) {
-			if victim != nil {
-				delete(s.m, victim.key)
-			}
-			le.slot = s.hand
-			s.ring[s.hand] = le
-			s.m[key] = le
-			s.hand = (s.hand + 1) % s.limit
-			return
-		}
-		s.hand = (s.hand + 1) % s.limit
-	}
-}
-
-func (c *l1[V]) delete(key string) {
-	s := c.shard(key)
-	s.mu.Lock()
-	if le, ok := s.m[key]; ok {
-		delete(s.m, key)
-		s.ring[le.slot] = nil
+	// Checked under the shard's lock: invalidate raises the floor before it
+	// takes the lock to delete, so a put either sees the floor or is deleted.
+	if version >= c.floor(key).Load() && version >= c.cleared.Load() {
+		s.putLocked(key, e, exp)
 	}
 	s.mu.Unlock()
 }
 
-// clear drops everything: after missed invalidations nothing can be vouched for.
+// invalidate drops key and keeps out every put of a read that started
+// before this call.
+func (c *l1[V]) invalidate(key string) {
+	raise(c.floor(key), c.seq.Add(1))
+	c.m.delete(key)
+}
+
+// clear drops everything and keeps out every put of a read that started
+// before: after missed invalidations nothing can be vouched for.
 func (c *l1[V]) clear() {
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		clear(s.m)
-		clear(s.ring)
-		s.mu.Unlock()
+	raise(&c.cleared, c.seq.Add(1))
+	c.m.clear()
+}
+
+// raise sets a to v unless it is already at least v.
+func raise(a *atomic.Uint64, v uint64) {
+	for {
+		cur := a.Load()
+		if cur >= v || a.CompareAndSwap(cur, v) {
+			return
+		}
 	}
 }
 
-func (c *l1[V]) len() int {
-	n := 0
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
-	}
-	return n
-}
+func (c *l1[V]) len() int { return c.m.len() }

@@ -235,6 +235,11 @@ func (n *notifier) listen(ctx context.Context, channel string, fn func(payload s
 }
 
 // close unregisters the waiter; the channel is unsubscribed when it was the last.
+// ready implements [subscription].
+func (w *waiter) ready() <-chan struct{} { return w.C }
+
+// close implements [subscription]: the channel is unsubscribed once it has
+// no waiters left.
 func (w *waiter) close() {
 	n := w.n
 	n.mu.Lock()

@@ -44,10 +44,13 @@ const (
 	EventBreakerOpen
 	// EventBreakerClosed: Redis answers again.
 	EventBreakerClosed
+	// EventUnstored: a computed value could not be stored (Err says why:
+	// too large, or the codec failed); it answered its callers.
+	EventUnstored
 )
 
 var eventNames = [...]string{"unknown", "outcome", "lease_acquired", "lease_busy", "lease_extended", "lease_lost",
-	"release_rejected", "compute", "wait", "fenced_out", "corrupt", "redis_error", "breaker_open", "breaker_closed"}
+	"release_rejected", "compute", "wait", "fenced_out", "corrupt", "redis_error", "breaker_open", "breaker_closed", "unstored"}
 
 // String returns the event kind's snake_case name, e.g. "lease_lost".
 func (k EventKind) String() string {
@@ -106,4 +109,17 @@ func (c *Cache[V]) logRare(ctx context.Context, level slog.Level, msg string, ke
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	c.opts.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// observeClaim reports a claim attempt on key begun at start.
+func (c *Cache[V]) observeClaim(ctx context.Context, key string, cl claimed, start time.Time) {
+	if c.opts.Observer == nil {
+		return
+	}
+	switch {
+	case cl.won:
+		c.observe(ctx, Event{Kind: EventLeaseAcquired, Key: key, Duration: time.Since(start)})
+	case cl.err == nil:
+		c.observe(ctx, Event{Kind: EventLeaseBusy, Key: key})
+	}
 }

@@ -176,7 +176,7 @@ func TestObserverSeesBreaker(t *testing.T) {
 
 func TestEventKindNames(t *testing.T) {
 	seen := map[string]bool{}
-	for k := cache.EventOutcome; k <= cache.EventBreakerClosed; k++ {
+	for k := cache.EventOutcome; k <= cache.EventUnstored; k++ {
 		name := k.String()
 		if name == "unknown" || seen[name] {
 			t.Fatalf("kind %d: %q", k, name)

@@ -26,8 +26,11 @@ const (
 // comment gives its default.
 type Options struct {
 	// Namespace prefixes every Redis key of this cache: {Namespace:key}:v.
-	// Caches sharing a Redis must use distinct namespaces, and a namespace
-	// must not be a prefix of another followed by ':' plus a key of yours.
+	// It may hold ASCII letters, digits and '_', '-', '.', '/' (no ':', so
+	// no namespace and key can collide with another's). Caches sharing a
+	// Redis should use distinct namespaces; caches of different value types
+	// on one namespace never read each other's entries as values (each
+	// envelope names its type), but they overwrite each other's.
 	// Default: "stampede".
 	Namespace string
 	// TTL is how long a computed value is fresh. Default: 1m.
@@ -105,6 +108,9 @@ type Options struct {
 	// fill fenced out, a corrupt entry, the breaker opening and closing.
 	// Default: nil (no logs).
 	Logger *slog.Logger
+	// MaxLocalEntries bounds the process-local store of a Cache without
+	// Redis; beyond it, entries are evicted (CLOCK). Default: 100,000.
+	MaxLocalEntries int
 	// MaxDegradedComputes caps concurrent compute functions per process while
 	// Redis is unreachable, so R replicas do not become a stampede of their
 	// own. Default: 0 (no cap).
@@ -151,6 +157,9 @@ func (o *Options) setDefaults() {
 	if o.BreakerThreshold == 0 {
 		o.BreakerThreshold = 5
 	}
+	if o.MaxLocalEntries == 0 {
+		o.MaxLocalEntries = 100_000
+	}
 	if o.BreakerCooldown == 0 {
 		o.BreakerCooldown = time.Second
 	}
@@ -171,7 +180,14 @@ func (o *Options) validate() error {
 			return bad("%s must be at least 1ms, got %s", d.name, d.v)
 		}
 	}
+	for i := 0; i < len(o.Namespace); i++ {
+		if b := o.Namespace[i]; !namespaceByte(b) {
+			return bad("Namespace %q: byte %q at %d is not a letter, a digit or one of _ - . /", o.Namespace, b, i)
+		}
+	}
 	switch {
+	case o.MaxLocalEntries < 0 || o.MaxLocalEntries > 1<<26:
+		return bad("MaxLocalEntries must be in [0, 2^26], got %d", o.MaxLocalEntries)
 	case o.Stale < 0:
 		return bad("Stale must not be negative, got %s", o.Stale)
 	case o.StaleIfError < 0:
@@ -192,6 +208,11 @@ func (o *Options) validate() error {
 		return bad("MaxDegradedComputes must not be negative, got %d", o.MaxDegradedComputes)
 	}
 	return nil
+}
+
+// namespaceByte reports whether b may appear in a Namespace.
+func namespaceByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '_' || b == '-' || b == '.' || b == '/'
 }
 
 // policy is the freshness policy the options describe.

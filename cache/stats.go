@@ -33,6 +33,12 @@ type Stats struct {
 	// Refills counts computed values stored by a background retry after
 	// their fill first failed on a Redis error (a failover, a restart).
 	Refills uint64
+	// Unstored counts computed values that could not be stored (over
+	// MaxValueBytes, or the codec failed): they answered their callers, and
+	// the next call computes again.
+	Unstored uint64
+	// LocalEntries is the size of the process-local store (no Redis).
+	LocalEntries int
 	// BreakerOpen reports whether Redis is considered down right now.
 	BreakerOpen bool
 }
@@ -42,7 +48,7 @@ type counters struct {
 	computes, computeErrors, refreshes atomic.Uint64
 	corrupt, fencedOut, redisErrors    atomic.Uint64
 	staleOnError, negativeStored       atomic.Uint64
-	negativeHits, refills              atomic.Uint64
+	negativeHits, refills, unstored    atomic.Uint64
 	l1Hits                             striped
 }
 
@@ -62,8 +68,11 @@ func (c *Cache[V]) Stats() Stats {
 		Computes: s.computes.Load(), ComputeErrors: s.computeErrors.Load(), Refreshes: s.refreshes.Load(),
 		StaleOnError: s.staleOnError.Load(), NegativeStored: s.negativeStored.Load(), NegativeHits: s.negativeHits.Load(),
 		Corrupt: s.corrupt.Load(), FencedOut: s.fencedOut.Load(), RedisErrors: s.redisErrors.Load(),
-		Refills:     s.refills.Load(),
+		Refills: s.refills.Load(), Unstored: s.unstored.Load(),
 		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
+	}
+	if c.local != nil {
+		st.LocalEntries = c.local.entries.len()
 	}
 	if c.l1 != nil {
 		st.L1Clears, st.L1Entries = uint64(c.l1.clears.Load()), c.l1.len()

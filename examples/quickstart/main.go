@@ -173,7 +173,7 @@ func singleflightOnly(ctx context.Context, cfg config, _ *redis.Options, origin 
 func withLease(ctx context.Context, cfg config, opts *redis.Options, origin func(context.Context) (string, error)) (map[cache.Outcome]int, error) {
 	cs, done := clients(cfg, opts)
 	defer done()
-	ns := fmt.Sprintf("quickstart:%d", runID)
+	ns := fmt.Sprintf("quickstart-%d", runID)
 	caches := make([]*cache.Cache[string], cfg.replicas)
 	for i := range caches {
 		c, err := cache.New[string](cs[i], cache.Options{Namespace: ns, TTL: time.Minute})

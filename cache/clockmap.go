@@ -1,0 +1,150 @@
+package cache
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// clockMap is a bounded, sharded map of entries with an expiry each and
+// CLOCK (second-chance) eviction. The L1 tier and the process-local store
+// are both built on it. Safe for concurrent use.
+type clockMap[V any] struct {
+	seed   maphash.Seed
+	shards [clockShards]clockShard[V]
+}
+
+const clockShards = 16
+
+type clockShard[V any] struct {
+	mu    sync.RWMutex
+	m     map[string]*clockEntry[V]
+	ring  []*clockEntry[V] // CLOCK ring; nil slots are free
+	hand  int
+	limit int
+}
+
+type clockEntry[V any] struct {
+	key     string
+	e       entry[V]
+	expires int64 // unix nanoseconds
+	slot    int
+	used    atomic.Bool
+}
+
+func newClockMap[V any](size int) *clockMap[V] {
+	c := &clockMap[V]{seed: maphash.MakeSeed()}
+	per := max(size/clockShards, 1)
+	for i := range c.shards {
+		c.shards[i] = clockShard[V]{m: make(map[string]*clockEntry[V], min(per, 1024)), ring: make([]*clockEntry[V], per), limit: per}
+	}
+	return c
+}
+
+func (c *clockMap[V]) shard(key string) *clockShard[V] {
+	return &c.shards[maphash.String(c.seed, key)%clockShards]
+}
+
+// get returns key's entry while now (unix nanoseconds) is before its expiry.
+func (c *clockMap[V]) get(key string, now int64) (entry[V], bool) {
+	s := c.shard(key)
+	s.mu.RLock()
+	ce, ok := s.m[key]
+	var e entry[V]
+	var expires int64
+	if ok {
+		e, expires = ce.e, ce.expires
+	}
+	s.mu.RUnlock()
+	if !ok || now >= expires {
+		return entry[V]{}, false
+	}
+	if !ce.used.Load() {
+		ce.used.Store(true)
+	}
+	return e, true
+}
+
+// putLocked stores e until expires in s, evicting by CLOCK when s is full;
+// call with s.mu held.
+func (s *clockShard[V]) putLocked(key string, e entry[V], expires int64) {
+	if old, ok := s.m[key]; ok {
+		old.e, old.expires = e, expires
+		old.used.Store(true)
+		return
+	}
+	ce := &clockEntry[V]{key: key, e: e, expires: expires}
+	for { // CLOCK: clear the used bit until a slot whose entry was not used since
+		victim := s.ring[s.hand]
+		if victim == nil || !victim.used.Swap(false) {
+			if victim != nil {
+				delete(s.m, victim.key)
+			}
+			ce.slot = s.hand
+			s.ring[s.hand] = ce
+			s.m[key] = ce
+			s.hand = (s.hand + 1) % s.limit
+			return
+		}
+		s.hand = (s.hand + 1) % s.limit
+	}
+}
+
+// put stores e until expires.
+func (c *clockMap[V]) put(key string, e entry[V], expires int64) {
+	s := c.shard(key)
+	s.mu.Lock()
+	s.putLocked(key, e, expires)
+	s.mu.Unlock()
+}
+
+// deleteLocked removes key from s; call with s.mu held.
+func (s *clockShard[V]) deleteLocked(key string) {
+	if ce, ok := s.m[key]; ok {
+		delete(s.m, key)
+		s.ring[ce.slot] = nil
+	}
+}
+
+func (c *clockMap[V]) delete(key string) {
+	s := c.shard(key)
+	s.mu.Lock()
+	s.deleteLocked(key)
+	s.mu.Unlock()
+}
+
+// clear drops everything.
+func (c *clockMap[V]) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		clear(s.ring)
+		s.mu.Unlock()
+	}
+}
+
+// sweep drops the entries expired at now (unix nanoseconds).
+func (c *clockMap[V]) sweep(now int64) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for key, ce := range s.m {
+			if now >= ce.expires {
+				s.deleteLocked(key)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (c *clockMap[V]) len() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}

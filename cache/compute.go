@@ -1,0 +1,159 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/stampede-go/stampede/singleflight"
+	"github.com/stampede-go/stampede/stale"
+)
+
+// batchFunc computes the values of keys; every compute, of one key or of a
+// batch, runs as one.
+type batchFunc[V any] func(ctx context.Context, keys []string) (map[string]V, error)
+
+// one turns a single key's compute function into a batchFunc. Its value is
+// kept beside an error (a fallback's answer, say).
+func one[V any](key string, fn func(context.Context) (V, error)) batchFunc[V] {
+	return func(ctx context.Context, _ []string) (map[string]V, error) {
+		v, err := fn(ctx)
+		return map[string]V{key: v}, err
+	}
+}
+
+// computed is one run of a compute function.
+type computed[V any] struct {
+	values map[string]V
+	err    error
+	took   time.Duration
+	// policy is the cache's, with what fn set by SetTTL and SetStale.
+	policy stale.Policy
+}
+
+// compute runs fn for keys bounded by ComputeTimeout: a panic becomes a
+// *PanicError, runtime.Goexit an error, and a fn that outlives
+// ComputeTimeout (ignoring its context) is left to finish in the
+// background while its callers are released with the context's error.
+func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) (r computed[V]) {
+	cctx, cancel := context.WithTimeout(ctx, c.opts.ComputeTimeout)
+	defer cancel()
+	meta := newComputeMeta()
+	cctx = context.WithValue(cctx, computeMetaKey, meta)
+	c.stats.computes.Add(1)
+	start := time.Now()
+	done := make(chan computed[V], 1)
+	go func() {
+		var r computed[V]
+		normal := false
+		defer func() {
+			if !normal {
+				if p := recover(); p != nil {
+					r.err = &PanicError{Value: p, Stack: debug.Stack()}
+				} else {
+					r.err = singleflight.ErrGoexit
+				}
+			}
+			done <- r
+		}()
+		r.values, r.err = fn(cctx, keys)
+		normal = true
+	}()
+	select {
+	case r = <-done:
+	case <-cctx.Done():
+		select {
+		case r = <-done: // it did return in time
+		default:
+			r = computed[V]{err: fmt.Errorf("cache: compute of %q abandoned: %w", keys[0], context.Cause(cctx))}
+		}
+	}
+	r.took = time.Since(start)
+	if r.err != nil && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrUncacheable) {
+		c.stats.computeErrors.Add(1)
+	}
+	r.policy = meta.policy(c.policy)
+	if c.opts.Observer != nil {
+		c.observe(ctx, Event{Kind: EventCompute, Key: keys[0], Duration: r.took, Err: r.err})
+	}
+	return r
+}
+
+// computeDegraded computes keys without the store's claims (Redis is
+// unreachable), bounded by MaxDegradedComputes; nothing is stored.
+func (c *Cache[V]) computeDegraded(ctx context.Context, keys []string, fn batchFunc[V]) (computed[V], error) {
+	if c.sem != nil {
+		if err := c.sem.Acquire(ctx, 1); err != nil {
+			return computed[V]{}, err
+		}
+		defer c.sem.Release(1)
+	}
+	return c.compute(ctx, keys, fn), nil
+}
+
+// computeMeta carries what a compute function says about its own result.
+type computeMeta struct {
+	mu           sync.Mutex
+	ttl          time.Duration // 0: the policy's
+	stale        time.Duration // < 0: the policy's
+	staleIfError time.Duration // < 0: the policy's
+}
+
+func newComputeMeta() *computeMeta { return &computeMeta{stale: -1, staleIfError: -1} }
+
+// policy returns p with the compute function's overrides applied.
+func (m *computeMeta) policy(p stale.Policy) stale.Policy {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return p.With(m.ttl, m.stale, m.staleIfError)
+}
+
+type metaKey struct{}
+
+var computeMetaKey = &metaKey{}
+
+func metaFrom(ctx context.Context) *computeMeta {
+	m, _ := ctx.Value(computeMetaKey).(*computeMeta)
+	return m
+}
+
+// SetTTL sets the TTL of the value being computed, overriding Options.TTL
+// for this entry (an upstream's max-age, say); inside a
+// [Cache.GetOrComputeMany] compute function it applies to every key of that
+// call. Call it from within the compute function with the context it was
+// given; it reports false, and does nothing, for any other context or a TTL
+// under 1ms.
+func SetTTL(ctx context.Context, ttl time.Duration) bool {
+	m := metaFrom(ctx)
+	if m == nil || ttl < time.Millisecond {
+		return false
+	}
+	m.mu.Lock()
+	m.ttl = ttl
+	m.mu.Unlock()
+	return true
+}
+
+// SetStale sets the stale-while-revalidate and stale-if-error windows of the
+// value being computed, overriding Options.Stale and Options.StaleIfError
+// for this entry (an upstream's Cache-Control directives, say). A negative
+// duration keeps the option's. Like [SetTTL] it works only inside the
+// compute function and reports whether it did.
+func SetStale(ctx context.Context, staleFor, staleIfError time.Duration) bool {
+	m := metaFrom(ctx)
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	if staleFor >= 0 {
+		m.stale = staleFor
+	}
+	if staleIfError >= 0 {
+		m.staleIfError = staleIfError
+	}
+	m.mu.Unlock()
+	return true
+}

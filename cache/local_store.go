@@ -1,0 +1,158 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// localStore is the [store] of a Cache without Redis: entries in a bounded
+// map (MaxLocalEntries, CLOCK eviction, dropped after their last window),
+// and claims with the same fence as Redis' leases: a fill stores only under
+// the claim it was won with, and Set and Delete take a claim in flight away.
+// Claims need no expiry: their holder is in this process and always fills
+// or abandons (a compute past ComputeTimeout is abandoned).
+type localStore[V any] struct {
+	now     func() time.Time
+	entries *clockMap[V]
+
+	mu      sync.Mutex
+	claims  map[string]uint64 // key -> token of its holder
+	waiters map[string]map[*localWaiter]struct{}
+	token   uint64
+}
+
+var _ store[struct{}] = (*localStore[struct{}])(nil)
+
+func newLocalStore[V any](size int, now func() time.Time) *localStore[V] {
+	return &localStore[V]{now: now, entries: newClockMap[V](size),
+		claims: make(map[string]uint64), waiters: make(map[string]map[*localWaiter]struct{})}
+}
+
+func (s *localStore[V]) read(_ context.Context, k keys, _ readMode) (entry[V], bool, error) {
+	e, ok := s.entries.get(k.key, s.now().UnixNano())
+	return e, ok, nil
+}
+
+func (s *localStore[V]) readMany(ctx context.Context, ks []keys, _ readMode, each func(i int, e entry[V], found bool)) error {
+	for i, k := range ks {
+		e, found, _ := s.read(ctx, k, readOwn)
+		each(i, e, found)
+	}
+	return nil
+}
+
+func (s *localStore[V]) claimMany(_ context.Context, ks []keys) []claimed {
+	out := make([]claimed, len(ks))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, k := range ks {
+		if _, held := s.claims[k.key]; held {
+			continue // held by a compute in this process: wait for it
+		}
+		s.token++
+		s.claims[k.key] = s.token
+		out[i] = claimed{claim: claim{token: s.token}, won: true}
+	}
+	return out
+}
+
+func (s *localStore[V]) keepAlive(context.Context, claim) func() { return func() {} }
+
+// holdsLocked reports whether cl is still key's claim; call with s.mu held.
+func (s *localStore[V]) holdsLocked(key string, cl claim) bool {
+	t, ok := s.claims[key]
+	return ok && t == cl.token
+}
+
+func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillResult {
+	out := make([]fillResult, len(reqs))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range reqs {
+		if s.holdsLocked(r.k.key, r.claim) {
+			delete(s.claims, r.k.key)
+			s.entries.put(r.k.key, r.e, r.e.w.ErrorUntil.UnixNano())
+			out[i].stored = true
+		}
+		s.wakeLocked(r.k.key)
+	}
+	return out
+}
+
+func (s *localStore[V]) abandon(_ context.Context, k keys, cl claim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holdsLocked(k.key, cl) {
+		delete(s.claims, k.key)
+	}
+	s.wakeLocked(k.key)
+}
+
+func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.claims, k.key) // the compute in flight, if any, is fenced out
+	s.entries.put(k.key, e, e.w.ErrorUntil.UnixNano())
+	s.wakeLocked(k.key)
+	return nil
+}
+
+func (s *localStore[V]) delete(_ context.Context, k keys) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.claims, k.key)
+	s.entries.delete(k.key)
+	s.wakeLocked(k.key)
+	return nil
+}
+
+// localWaiter is one waiter's registration on a key of the local store.
+type localWaiter struct {
+	key string
+	c   chan struct{}
+	off func()
+}
+
+func (w *localWaiter) ready() <-chan struct{} { return w.c }
+func (w *localWaiter) close()                 { w.off() }
+
+func (s *localStore[V]) subscribe(_ context.Context, k keys) (subscription, error) {
+	w := &localWaiter{key: k.key, c: make(chan struct{}, 1)}
+	w.off = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ws := s.waiters[k.key]; ws != nil {
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(s.waiters, k.key)
+			}
+		}
+	}
+	s.mu.Lock()
+	ws := s.waiters[k.key]
+	if ws == nil {
+		ws = make(map[*localWaiter]struct{})
+		s.waiters[k.key] = ws
+	}
+	ws[w] = struct{}{}
+	s.mu.Unlock()
+	return w, nil
+}
+
+// wakeLocked tells key's waiters to re-read; call with s.mu held.
+func (s *localStore[V]) wakeLocked(key string) {
+	for w := range s.waiters[key] {
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *localStore[V]) available() bool { return true }
+
+func (s *localStore[V]) close() error { return nil }
+
+// sweep drops the entries past their last window.
+func (s *localStore[V]) sweep() { s.entries.sweep(s.now().UnixNano()) }

@@ -1,0 +1,61 @@
+package cache
+
+import (
+	"context"
+	"sync"
+)
+
+// readGroup shares one GET among concurrent hit-path reads of a key. Unlike
+// x/sync's singleflight it allocates nothing for the callers that join a
+// read in flight, which is most of them under a hot key.
+//
+// The GET runs in a goroutine of its own, detached from every caller's
+// cancellation (others may share it; the client's read timeout bounds it),
+// and each caller waits for it only as long as its own context allows: a
+// slow or black-holed Redis cannot hold a caller past its deadline.
+type readGroup struct {
+	mu      sync.Mutex
+	flights map[string]*readFlight
+}
+
+type readFlight struct {
+	done chan struct{}
+	r    reply
+	err  error
+}
+
+// do returns the reply of get(key): one already in flight, or one started
+// now; or ctx's error when ctx ends first.
+func (g *readGroup) do(ctx context.Context, key string, get func(context.Context, string) (reply, error)) (reply, error) {
+	g.mu.Lock()
+	f, ok := g.flights[key]
+	if !ok {
+		if g.flights == nil {
+			g.flights = make(map[string]*readFlight)
+		}
+		f = &readFlight{done: make(chan struct{})}
+		g.flights[key] = f
+		go g.run(context.WithoutCancel(ctx), key, f, get)
+	}
+	g.mu.Unlock()
+	if ctx.Done() == nil { // never cancelled: no select needed
+		<-f.done
+		return f.r, f.err
+	}
+	select {
+	case <-f.done:
+		return f.r, f.err
+	case <-ctx.Done():
+		return reply{}, context.Cause(ctx)
+	}
+}
+
+func (g *readGroup) run(ctx context.Context, key string, f *readFlight, get func(context.Context, string) (reply, error)) {
+	defer func() {
+		g.mu.Lock()
+		delete(g.flights, key)
+		g.mu.Unlock()
+		close(f.done)
+	}()
+	f.r, f.err = get(ctx, key)
+}

@@ -1,0 +1,97 @@
+package cache
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// wait waits for the owner of key's claim (another replica, or a
+// background refresh) to fill it, taking the claim over if the holder dies
+// or gives up, until WaitTimeout; then OnBusy applies.
+func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], prev *entry[V], remaining time.Duration) (res loaded[V], err error) {
+	if c.opts.Observer != nil {
+		start := time.Now()
+		defer func() {
+			c.observe(ctx, Event{Kind: EventWait, Key: k.key, Duration: time.Since(start), Outcome: res.outcome, Err: err})
+		}()
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
+	defer cancel()
+	// Subscribe before re-reading, so that a fill between the two cannot be
+	// missed. If subscribing fails, polling still finds the value.
+	sub, _ := c.store.subscribe(wctx, k)
+	defer sub.close()
+	for attempt := 0; wctx.Err() == nil; attempt++ {
+		// Reads are bounded by the wait: a master that died mid-read must
+		// not hold the caller past WaitTimeout.
+		e, found, err := c.store.read(wctx, k, readWaiting)
+		// Redis failed (a failover, a restart) while another replica
+		// computes: keep waiting, as its fill retries until Redis answers,
+		// unless this process already counts Redis as down. A waiter's own
+		// failures do not trip the breaker: a failover makes every waiter
+		// fail at once for a moment.
+		if err != nil && wctx.Err() == nil && c.brk.open() {
+			return c.degraded(ctx, k, fn, prev)
+		}
+		switch c.judge(e, found, c.now()) {
+		case verdictHit, verdictEarly:
+			return e.loaded(Waited), nil
+		case verdictStale:
+			return e.loaded(Stale), nil
+		case verdictExpired:
+			prev = &e
+		}
+		if attempt > 0 && err == nil {
+			// Still nothing: the holder may have died or given up.
+			cl := c.store.claimMany(wctx, []keys{k})[0]
+			switch {
+			case cl.won:
+				return c.leadOne(ctx, k, cl.claim, fn, prev, time.Time{})
+			case cl.err == nil:
+				remaining = cl.remaining
+			case wctx.Err() == nil && c.brk.open():
+				return c.degraded(ctx, k, fn, prev)
+			}
+		}
+		t := time.NewTimer(c.pollDelay(attempt, remaining))
+		select {
+		case <-sub.ready():
+		case <-t.C:
+		case <-wctx.Done():
+		}
+		t.Stop()
+	}
+	if ctx.Err() != nil {
+		return loaded[V]{}, context.Cause(ctx)
+	}
+	return c.busy(ctx, k.key, fn, fallback, prev)
+}
+
+// pollDelay is the safety-net poll interval: capped exponential with jitter,
+// and no later than just after the holder's lease would run out.
+func (c *Cache[V]) pollDelay(attempt int, remaining time.Duration) time.Duration {
+	maxD := c.opts.PollInterval
+	d := max(maxD/16, time.Millisecond)
+	for range min(attempt, 16) {
+		d *= 2
+	}
+	d = min(d, maxD)
+	d = d/2 + rand.N(d/2+1)
+	if remaining > 0 {
+		d = min(d, remaining+time.Millisecond)
+	}
+	return d
+}
+
+// busy applies the contention policy after WaitTimeout.
+func (c *Cache[V]) busy(ctx context.Context, key string, fn, fallback batchFunc[V], prev *entry[V]) (loaded[V], error) {
+	if fallback != nil {
+		r := c.compute(ctx, []string{key}, fallback)
+		return loaded[V]{value: r.values[key], outcome: Fallback, created: c.now()}, r.err
+	}
+	if c.opts.OnBusy == BusyError {
+		return c.onError(prev, 0, ErrLeaseBusy)
+	}
+	return c.computedFor(key, c.compute(ctx, []string{key}, fn), prev, Miss, c.now())
+}
