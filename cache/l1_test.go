@@ -148,3 +148,27 @@ func TestL1StampedeStillOneCompute(t *testing.T) {
 		t.Fatalf("origin ran %d times with L1 on", n)
 	}
 }
+
+// An L1 entry is never served past its fresh window, whatever L1TTL is: the
+// timeline walks past the TTL and the next call recomputes.
+func TestL1NeverServesPastFreshWindow(t *testing.T) {
+	c := newCache[string](t, redistest.Client(t), cache.Options{TTL: time.Minute, L1Size: 100, L1TTL: time.Hour})
+	clk := cache.NewClock()
+	cache.UseClock(c, clk)
+	ctx := context.Background()
+	o := &origin[string]{value: "v"}
+	waitFor(t, "the invalidation subscription", func() bool {
+		_, _ = c.Fetch(ctx, "k", o.fn) // L1 fills only once invalidations are subscribed
+		return c.Stats().L1Entries > 0
+	})
+	if r, err := c.Fetch(ctx, "k", o.fn); err != nil || r.Outcome != cache.Hit || c.Stats().L1Hits == 0 {
+		t.Fatalf("before the TTL: %+v %v %+v", r, err, c.Stats())
+	}
+	clk.Advance(time.Minute + time.Millisecond)
+	hits := c.Stats().L1Hits
+	calls := o.calls.Load()
+	r, err := c.Fetch(ctx, "k", o.fn)
+	if err != nil || r.Outcome != cache.Miss || c.Stats().L1Hits != hits || o.calls.Load() != calls+1 {
+		t.Fatalf("past the TTL: %+v %v, L1 hits %d -> %d: want a recompute", r, err, hits, c.Stats().L1Hits)
+	}
+}

@@ -60,13 +60,15 @@ func TestLocalModeGetSetDelete(t *testing.T) {
 }
 
 func TestLocalModeStaleServedAndRefreshed(t *testing.T) {
-	c := newCache[int](t, nil, cache.Options{TTL: time.Millisecond, Stale: time.Hour})
+	clk := cache.NewClock()
+	c := newCache[int](t, nil, cache.Options{TTL: time.Minute, Stale: time.Hour})
+	cache.UseClock(c, clk)
 	ctx := context.Background()
 	if err := c.Set(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	refreshed := make(chan struct{})
-	time.Sleep(2 * time.Millisecond) // let the 1ms TTL pass: the entry must be stale
+	clk.Advance(time.Minute + time.Millisecond) // the entry is stale
 	r, err := c.Fetch(ctx, "k", func(context.Context) (int, error) { close(refreshed); return 2, nil })
 	if err != nil || r.Outcome != cache.Stale || r.Value != 1 {
 		t.Fatalf("%+v %v", r, err)

@@ -60,12 +60,14 @@ func TestSetWakesWaiters(t *testing.T) {
 
 // Stale values are served at once while one caller refreshes in the background.
 func TestStaleServedWhileOneRefreshes(t *testing.T) {
-	caches := replicas[int](t, 3, cache.Options{TTL: time.Millisecond, Stale: time.Hour})
+	caches := replicas[int](t, 3, cache.Options{TTL: time.Minute, Stale: time.Hour})
+	clk := cache.NewClock()
+	clocked(clk, caches...)
 	ctx := context.Background()
 	if err := caches[0].Set(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Millisecond) // let the 1ms TTL pass: the entry must be stale
+	clk.Advance(time.Minute + time.Millisecond) // the entry is stale
 	o := &origin[int]{value: 2, release: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, c := range caches {
@@ -80,40 +82,32 @@ func TestStaleServedWhileOneRefreshes(t *testing.T) {
 	}
 	wg.Wait() // every caller was answered while the refresh is held
 	close(o.release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, "the refresh to land", func() bool {
 		v, found, err := caches[0].Get(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if found && v == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the refresh never landed: %d found=%v", v, found)
-		}
-		time.Sleep(time.Millisecond) // the refresh lands in the background: poll for it
-	}
+		return err == nil && found && v == 2
+	})
 	if n := o.calls.Load(); n != 1 {
 		t.Fatalf("refresh ran %d times across the fleet, want 1", n)
 	}
 	r, err := caches[2].Fetch(ctx, "k", o.fn)
-	if err != nil || r.Value != 2 { // with a 1ms TTL the refreshed value is soon stale too
+	if err != nil || r.Value != 2 || r.Outcome != cache.Hit {
 		t.Fatalf("after the refresh: %+v %v", r, err)
 	}
 }
 
 // Close cancels a background refresh in flight and waits for it.
 func TestCloseCancelsBackgroundRefresh(t *testing.T) {
-	c, err := cache.New[int](redistest.Client(t), cache.Options{Namespace: redistest.Prefix(t), TTL: time.Millisecond, Stale: time.Hour})
+	c, err := cache.New[int](redistest.Client(t), cache.Options{Namespace: redistest.Prefix(t), TTL: time.Minute, Stale: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk := cache.NewClock()
+	cache.UseClock(c, clk)
 	ctx := context.Background()
 	if err := c.Set(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Millisecond) // let the 1ms TTL pass: the entry must be stale
+	clk.Advance(time.Minute + time.Millisecond) // the entry is stale
 	started := make(chan struct{})
 	var cause error
 	r, err := c.Fetch(ctx, "k", func(ctx context.Context) (int, error) {

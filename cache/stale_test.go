@@ -14,16 +14,27 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-// writeStale stores v for key with a 1ms TTL and waits for that to pass, so
-// the entry is stale (or expired) for every reader of the namespace.
-func writeStale[V any](t *testing.T, rdb redis.UniversalClient, ns, key string, v V, opts cache.Options) {
+// writeStale stores v for key with a 1m TTL and returns a clock moved past
+// it: the entry is stale (or expired) for every reader of the namespace
+// that uses the clock (see clocked), and Redis keeps it meanwhile.
+func writeStale[V any](t *testing.T, rdb redis.UniversalClient, ns, key string, v V, opts cache.Options) *cache.Clock {
 	t.Helper()
-	opts.Namespace, opts.TTL = ns, time.Millisecond
-	w := newCache[V](t, rdb, opts)
+	clk := cache.NewClock()
+	opts.Namespace, opts.TTL = ns, time.Minute
+	w := clocked(clk, newCache[V](t, rdb, opts))
 	if err := w.Set(context.Background(), key, v); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Millisecond) // let the 1ms TTL run out
+	clk.Advance(time.Minute + time.Millisecond)
+	return clk
+}
+
+// clocked makes caches read time from clk and returns the first.
+func clocked[V any](clk *cache.Clock, caches ...*cache.Cache[V]) *cache.Cache[V] {
+	for _, c := range caches {
+		cache.UseClock(c, clk)
+	}
+	return caches[0]
 }
 
 // waitFor polls cond, failing the test after 10s.
@@ -36,8 +47,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // value without waiting on fn, fn runs once, and then the fresh value is served.
 func TestStaleKeyAcrossReplicas(t *testing.T) {
 	ns := redistest.Prefix(t)
-	writeStale(t, redistest.Client(t), ns, "k", "old", cache.Options{Stale: time.Hour})
+	clk := writeStale(t, redistest.Client(t), ns, "k", "old", cache.Options{Stale: time.Hour})
 	caches := replicas[string](t, 4, cache.Options{Namespace: ns, TTL: time.Hour, Stale: time.Hour})
+	clocked(clk, caches...)
 	o := &origin[string]{value: "new", release: make(chan struct{})}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -74,23 +86,24 @@ func TestStaleKeyAcrossReplicas(t *testing.T) {
 }
 
 // expiredEntry returns a cache (on Redis or process-local) whose key "k"
-// holds "old", written with a 1ms TTL that has run out.
-func expiredEntry(t *testing.T, mode string, opts cache.Options) *cache.Cache[string] {
+// holds "old", written with a TTL that has run out on the returned clock.
+func expiredEntry(t *testing.T, mode string, opts cache.Options) (*cache.Cache[string], *cache.Clock) {
 	t.Helper()
 	if mode == "redis" {
 		ns := redistest.Prefix(t)
 		rdb := redistest.Client(t)
-		writeStale(t, rdb, ns, "k", "old", opts)
+		clk := writeStale(t, rdb, ns, "k", "old", opts)
 		opts.Namespace = ns
-		return newCache[string](t, rdb, opts)
+		return clocked(clk, newCache[string](t, rdb, opts)), clk
 	}
-	opts.TTL = time.Millisecond
-	c := newCache[string](t, nil, opts)
+	clk := cache.NewClock()
+	opts.TTL = time.Minute
+	c := clocked(clk, newCache[string](t, nil, opts))
 	if err := c.Set(context.Background(), "k", "old"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Millisecond) // let the 1ms TTL run out
-	return c
+	clk.Advance(time.Minute + time.Millisecond)
+	return c, clk
 }
 
 func TestStaleIfError(t *testing.T) {
@@ -98,7 +111,7 @@ func TestStaleIfError(t *testing.T) {
 	failing := func(context.Context) (string, error) { return "", originDown }
 	for _, mode := range []string{"redis", "local"} {
 		t.Run(mode+"/inside window: stale served, entry kept", func(t *testing.T) {
-			c := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour})
+			c, _ := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour})
 			for i := range 3 {
 				r, err := c.Fetch(context.Background(), "k", failing)
 				if err != nil || r.Value != "old" || r.Outcome != cache.Stale || !errors.Is(r.Err, originDown) {
@@ -119,8 +132,8 @@ func TestStaleIfError(t *testing.T) {
 			}
 		})
 		t.Run(mode+"/past window: error", func(t *testing.T) {
-			c := expiredEntry(t, mode, cache.Options{StaleIfError: 5 * time.Millisecond})
-			time.Sleep(10 * time.Millisecond) // past TTL + StaleIfError
+			c, clk := expiredEntry(t, mode, cache.Options{StaleIfError: 5 * time.Millisecond})
+			clk.Advance(10 * time.Millisecond) // past TTL + StaleIfError
 			if r, err := c.Fetch(context.Background(), "k", failing); !errors.Is(err, originDown) || r.Value != "" {
 				t.Fatalf("%+v %v", r, err)
 			}
@@ -132,8 +145,8 @@ func TestStaleIfError(t *testing.T) {
 func TestFailedRefreshKeepsEntry(t *testing.T) {
 	ns := redistest.Prefix(t)
 	rdb := redistest.Client(t)
-	writeStale(t, rdb, ns, "k", "old", cache.Options{Stale: time.Hour})
-	c := newCache[string](t, rdb, cache.Options{Namespace: ns, Stale: time.Hour})
+	clk := writeStale(t, rdb, ns, "k", "old", cache.Options{Stale: time.Hour})
+	c := clocked(clk, newCache[string](t, rdb, cache.Options{Namespace: ns, Stale: time.Hour}))
 	ran := make(chan struct{})
 	r, err := c.Fetch(context.Background(), "k", func(context.Context) (string, error) {
 		close(ran)
@@ -164,6 +177,8 @@ func TestNegativeCaching(t *testing.T) {
 			} else {
 				caches = []*cache.Cache[int]{newCache[int](t, nil, opts)}
 			}
+			clk := cache.NewClock()
+			clocked(clk, caches...)
 			var calls int
 			notFound := func(context.Context) (int, error) {
 				calls++
@@ -190,7 +205,7 @@ func TestNegativeCaching(t *testing.T) {
 			if st := caches[0].Stats(); st.NegativeStored != 1 || st.NegativeHits != 5 || st.ComputeErrors != 0 {
 				t.Fatalf("stats %+v", st)
 			}
-			time.Sleep(60 * time.Millisecond) // past NegativeTTL
+			clk.Advance(60 * time.Millisecond) // past NegativeTTL
 			if _, err := caches[0].GetOrCompute(ctx, "user:7", notFound); !errors.Is(err, cache.ErrNotFound) || calls != 2 {
 				t.Fatalf("after NegativeTTL: err=%v calls=%d", err, calls)
 			}
@@ -309,8 +324,8 @@ func (p *privateResult) Unwrap() error { return cache.ErrUncacheable }
 func TestUncacheableResultIsNotReplacedByStale(t *testing.T) {
 	ns := redistest.Prefix(t)
 	rdb := redistest.Client(t)
-	writeStale(t, rdb, ns, "k", "old", cache.Options{StaleIfError: time.Hour})
-	c := newCache[string](t, rdb, cache.Options{Namespace: ns, StaleIfError: time.Hour})
+	clk := writeStale(t, rdb, ns, "k", "old", cache.Options{StaleIfError: time.Hour})
+	c := clocked(clk, newCache[string](t, rdb, cache.Options{Namespace: ns, StaleIfError: time.Hour}))
 	r, err := c.Fetch(context.Background(), "k", func(context.Context) (string, error) { return "", &privateResult{"mine"} })
 	var pr *privateResult
 	if !errors.As(err, &pr) || pr.v != "mine" || r.Outcome != cache.Miss || r.Value != "" {
