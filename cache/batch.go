@@ -165,10 +165,7 @@ func (b *batch[V]) result() (map[string]V, error) {
 // the waits, and no claim is taken once ctx has ended.
 func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn batchFunc[V], b *batch[V]) {
 	dctx := context.WithoutCancel(ctx)
-	ks := make([]keys, len(todo))
-	for i, k := range todo {
-		ks[i] = c.keysFor(k)
-	}
+	ks := c.keysForMany(todo)
 	prevs := make([]*entry[V], len(ks))
 	all := make([]int, len(ks))
 	for i := range all {

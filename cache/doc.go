@@ -20,8 +20,8 @@
 // writer acquired, so a writer whose lease expired, or whose key was deleted
 // or Set while it computed, can never overwrite a newer value.
 //
-// With a nil Redis client the cache is process-local: in-memory entries and
-// singleflight, the same API. When Redis is unreachable, callers compute
+// With a nil Redis client the cache is process-local: the same decisions
+// and the same fence over a bounded in-memory store, the same API. When Redis is unreachable, callers compute
 // locally (coalesced in-process, Outcome [Degraded]) and a circuit breaker
 // keeps them from paying Redis timeouts until it answers again.
 package cache

@@ -43,20 +43,21 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	if fallback != nil {
 		fb = one(key, fallback)
 	}
-	k := c.keysFor(key)
 	if !c.store.available() {
 		return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
-			return c.degraded(sctx, k, one(key, fn), nil)
+			return c.degraded(sctx, c.keysFor(key), one(key, fn), nil)
 		})
 	}
-	// The hit path: one read and a decode, no coalescing, no claim.
-	e, found, err := c.store.read(ctx, k, readShared)
+	// The hit path: one read and a decode, no coalescing, no claim. The
+	// closures below build their own keys, so that nothing of the hit path
+	// escapes to the heap.
+	e, found, err := c.store.read(ctx, c.keysFor(key), readShared)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result[V]{}, context.Cause(ctx)
 		}
 		return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
-			return c.degraded(sctx, k, one(key, fn), nil)
+			return c.degraded(sctx, c.keysFor(key), one(key, fn), nil)
 		})
 	}
 	now := c.now()
@@ -76,7 +77,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 		prev = &expired // answers if the recompute fails
 	}
 	return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
-		return c.load(sctx, k, one(key, fn), fb, prev)
+		return c.load(sctx, c.keysFor(key), one(key, fn), fb, prev)
 	})
 }
 

@@ -1,5 +1,7 @@
 package cache
 
+import "strings"
+
 // keys names one cache key's state in Redis. Every name shares the hash tag
 // {ns:k}, so every script touches one Cluster slot: the value {ns:k}:v,
 // the lease {ns:k}:l, the fence {ns:k}:f and the fill channel {ns:k}:n.
@@ -12,6 +14,33 @@ type keys struct {
 
 func (c *Cache[V]) keysFor(key string) keys {
 	return keys{key: key, value: "{" + c.opts.Namespace + ":" + key + "}:v"}
+}
+
+// keysForMany is keysFor for each key, with all the value keys slices of
+// one string: one allocation, not one per key.
+func (c *Cache[V]) keysForMany(names []string) []keys {
+	var b strings.Builder
+	size := 0
+	for _, k := range names {
+		size += len(c.opts.Namespace) + len(k) + 5
+	}
+	b.Grow(size)
+	for _, k := range names {
+		b.WriteString("{")
+		b.WriteString(c.opts.Namespace)
+		b.WriteString(":")
+		b.WriteString(k)
+		b.WriteString("}:v")
+	}
+	all := b.String()
+	ks := make([]keys, len(names))
+	at := 0
+	for i, k := range names {
+		n := len(c.opts.Namespace) + len(k) + 5
+		ks[i] = keys{key: k, value: all[at : at+n]}
+		at += n
+	}
+	return ks
 }
 
 // name is ns:k, the lease's name.

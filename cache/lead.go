@@ -126,6 +126,8 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 			c.stats.negativeStored.Add(1)
 		case fr.stored:
 			t.res.w = reqs[i].e.w
+		case fr.fenced:
+			c.fencedOut(ctx, t.k.key)
 		case fr.unstored != nil:
 			t.res.cause = fr.unstored
 			c.unstored(ctx, t.k.key, fr.unstored)

@@ -74,6 +74,8 @@ func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillRes
 			delete(s.claims, r.k.key)
 			s.entries.put(r.k.key, r.e, r.e.w.ErrorUntil.UnixNano())
 			out[i].stored = true
+		} else {
+			out[i].fenced = true
 		}
 		s.wakeLocked(r.k.key)
 	}

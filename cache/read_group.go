@@ -9,10 +9,13 @@ import (
 // x/sync's singleflight it allocates nothing for the callers that join a
 // read in flight, which is most of them under a hot key.
 //
-// The GET runs in a goroutine of its own, detached from every caller's
-// cancellation (others may share it; the client's read timeout bounds it),
-// and each caller waits for it only as long as its own context allows: a
-// slow or black-holed Redis cannot hold a caller past its deadline.
+// The GET runs detached from every caller's cancellation (others may share
+// it; the client's read timeout bounds it), and each caller waits for it
+// only as long as its own context allows: a slow or black-holed Redis
+// cannot hold a caller past its deadline. A caller that starts a read with
+// no deadline runs the GET on its own goroutine (a cancellation without a
+// deadline is then noticed when that read ends); one with a deadline runs it
+// on a new goroutine, which costs a goroutine hop per read.
 type readGroup struct {
 	mu      sync.Mutex
 	flights map[string]*readFlight
@@ -22,6 +25,16 @@ type readFlight struct {
 	done chan struct{}
 	r    reply
 	err  error
+}
+
+// forget makes later reads of key start a GET of their own: a write has
+// just been acknowledged, and a read already in flight may have been
+// answered before it. Callers that joined that read still get its reply
+// (they started before the write returned).
+func (g *readGroup) forget(key string) {
+	g.mu.Lock()
+	delete(g.flights, key)
+	g.mu.Unlock()
 }
 
 // do returns the reply of get(key): one already in flight, or one started
@@ -35,9 +48,15 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 		}
 		f = &readFlight{done: make(chan struct{})}
 		g.flights[key] = f
+		g.mu.Unlock()
+		if _, bounded := ctx.Deadline(); !bounded {
+			g.run(context.WithoutCancel(ctx), key, f, get)
+			return f.r, f.err
+		}
 		go g.run(context.WithoutCancel(ctx), key, f, get)
+	} else {
+		g.mu.Unlock()
 	}
-	g.mu.Unlock()
 	if ctx.Done() == nil { // never cancelled: no select needed
 		<-f.done
 		return f.r, f.err
@@ -53,7 +72,9 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 func (g *readGroup) run(ctx context.Context, key string, f *readFlight, get func(context.Context, string) (reply, error)) {
 	defer func() {
 		g.mu.Lock()
-		delete(g.flights, key)
+		if g.flights[key] == f {
+			delete(g.flights, key)
+		}
 		g.mu.Unlock()
 		close(f.done)
 	}()

@@ -45,6 +45,7 @@ type redisStore[V any] struct {
 	leases *lease.Client
 	notify *notifier
 	reads  readGroup // shares concurrent hit-path GETs of one key
+	getFn  func(context.Context, string) (reply, error) // s.get, bound once: a method value per read would allocate
 }
 
 var _ store[struct{}] = (*redisStore[struct{}])(nil)
@@ -53,6 +54,7 @@ func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V
 	opts := c.opts
 	interval := max(opts.LeaseTTL/3, time.Millisecond)
 	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb)}
+	s.getFn = s.get
 	leases, err := lease.New(rdb, lease.Options{
 		ExtendInterval: interval,
 		MaxExtensions:  int(max(opts.ComputeTimeout, opts.RefreshTimeout)/interval) + 2,
@@ -116,7 +118,7 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 	var err error
 	switch mode {
 	case readShared:
-		r, err = s.reads.do(ctx, k.value, s.get)
+		r, err = s.reads.do(ctx, k.value, s.getFn)
 	case readOwn:
 		r, err = s.get(ctx, k.value)
 	case readWaiting:
@@ -150,6 +152,7 @@ func (s *redisStore[V]) get(ctx context.Context, valueKey string) (reply, error)
 func (s *redisStore[V]) getRaw(ctx context.Context, valueKey string) (reply, error) {
 	v, err := s.rdb.Get(ctx, valueKey).Result()
 	switch {
+	case err == nil:
 	case errors.Is(err, redis.Nil):
 		return reply{}, nil
 	case isWrongType(err):
@@ -304,6 +307,7 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			continue
 		}
 		out[i].stored = s.filled(ctx, reqs[i].k, cmd)
+		out[i].fenced = !out[i].stored && cmd.Err() == nil
 		if !out[i].stored && cmd.Err() != nil {
 			out[i].failed = true
 			if ctx.Err() == nil {
@@ -338,8 +342,11 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 		for attempt := 1; sleep(ctx.Done(), backoff(attempt)); attempt++ {
 			cmd := fillScript.Run(ctx, s.rdb, fillKeys(k), args...)
 			if cmd.Err() == nil || ctx.Err() != nil {
-				if s.filled(ctx, k, cmd) {
+				switch stored := s.filled(ctx, k, cmd); {
+				case stored:
 					s.c.stats.refills.Add(1)
+				case cmd.Err() == nil:
+					s.c.fencedOut(ctx, k.key)
 				}
 				return
 			}
@@ -348,9 +355,9 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 	})
 }
 
-// filled reads the fill script's reply, reporting a fence rejection and a
-// rejected release; it says whether the value was stored. A Redis failure
-// counts, but the value is good: only storing it failed.
+// filled reads the fill script's reply, reporting a rejected release; it
+// says whether the value was stored (false: fenced out, or Redis failed).
+// A Redis failure counts, but the value is good: only storing it failed.
 func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool {
 	res, err := cmd.Int64Slice()
 	if err == nil && len(res) != 2 {
@@ -361,9 +368,6 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 		return false
 	}
 	s.redisOK(ctx)
-	if res[0] == 0 {
-		s.c.fencedOut(ctx, k.key)
-	}
 	if res[1] == 0 {
 		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
 	}
@@ -397,6 +401,7 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: set %s: %w", k.value, err)
 	}
+	s.reads.forget(k.value)
 	return nil
 }
 
@@ -407,6 +412,7 @@ func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: delete %s: %w", k.value, err)
 	}
+	s.reads.forget(k.value)
 	return nil
 }
 

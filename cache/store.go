@@ -39,11 +39,13 @@ type fillReq[V any] struct {
 	e     entry[V]
 }
 
-// fillResult says what became of one fillReq: stored, fenced out (neither
-// flag), not storable (unstored: too large or not encodable; the claim was
-// abandoned), or the store failed (failed: it is retried in the background).
+// fillResult says what became of one fillReq: stored, fenced out (a later
+// claim, Set or Delete won), not storable (unstored: too large or not
+// encodable; the claim was abandoned), or the store failed (failed: it is
+// retried in the background).
 type fillResult struct {
 	stored   bool
+	fenced   bool
 	unstored error
 	failed   bool
 }
