@@ -44,7 +44,7 @@ type redisStore[V any] struct {
 	rdb    redis.UniversalClient
 	leases *lease.Client
 	notify *notifier
-	reads  readGroup // shares concurrent hit-path GETs of one key
+	reads  readGroup                                    // shares concurrent hit-path GETs of one key
 	getFn  func(context.Context, string) (reply, error) // s.get, bound once: a method value per read would allocate
 }
 
