@@ -35,9 +35,12 @@ type computed[V any] struct {
 }
 
 // compute runs fn for keys bounded by ComputeTimeout: a panic becomes a
-// *PanicError, runtime.Goexit an error, and a fn that outlives
-// ComputeTimeout (ignoring its context) is left to finish in the
-// background while its callers are released with the context's error.
+// *PanicError, runtime.Goexit an error, and a fn that outlives a deadline
+// (ComputeTimeout, or a background refresh's RefreshTimeout) while
+// ignoring its context is left to finish in the background while its
+// callers are released with the context's error. When ctx is cancelled
+// (Close cancels background work) compute waits for fn, which is told by
+// its context, so that Close returns after the work it cancelled.
 func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) (r computed[V]) {
 	cctx, cancel := context.WithTimeout(ctx, c.opts.ComputeTimeout)
 	defer cancel()
@@ -68,6 +71,10 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 		select {
 		case r = <-done: // it did return in time
 		default:
+			if !errors.Is(cctx.Err(), context.DeadlineExceeded) {
+				r = <-done // cancelled, not timed out: fn is told, and we wait for it
+				break
+			}
 			r = computed[V]{err: fmt.Errorf("cache: compute of %q abandoned: %w", keys[0], context.Cause(cctx))}
 		}
 	}
