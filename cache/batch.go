@@ -189,6 +189,8 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 		case verdictStale:
 			c.refreshAsync(key, e, fn)
 			b.give(key)(c.answer(ctx, key, e.loaded(Stale), nil))
+		case verdictFailSafe:
+			b.give(key)(c.answer(ctx, key, e.loaded(Stale), nil))
 		case verdictExpired:
 			expired := e
 			prevs[i] = &expired

@@ -24,6 +24,9 @@ const (
 	verdictEarly
 	// verdictStale: serve it (Outcome Stale) and refresh in the background.
 	verdictStale
+	// verdictFailSafe: a stale value re-armed after the origin failed
+	// (FailSafeThrottle); serve it as Stale, and leave the origin alone.
+	verdictFailSafe
 )
 
 // judge applies the freshness policy to an entry read at now.
@@ -31,11 +34,15 @@ func (c *Cache[V]) judge(e entry[V], found bool, now time.Time) verdict {
 	if !found {
 		return verdictMiss
 	}
-	switch c.policy.State(e.w, now, e.took, rand.Float64()) {
-	case stale.Fresh:
+	switch st := c.policy.State(e.w, now, e.took, rand.Float64()); st {
+	case stale.Fresh, stale.RefreshEarly:
+		switch {
+		case e.failSafe:
+			return verdictFailSafe
+		case st == stale.RefreshEarly:
+			return verdictEarly
+		}
 		return verdictHit
-	case stale.RefreshEarly:
-		return verdictEarly
 	case stale.Stale:
 		return verdictStale
 	case stale.Expired:

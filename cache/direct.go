@@ -65,7 +65,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	case verdictHit, verdictEarly:
 		c.l1put(key, e, version)
 		return e.value, true, nil
-	case verdictStale:
+	case verdictStale, verdictFailSafe:
 		return e.value, true, nil
 	}
 	return v, false, nil

@@ -12,7 +12,11 @@ import (
 	"github.com/stampede-go/stampede/stale"
 )
 
-const flagNegative = 1
+// Envelope flags.
+const (
+	flagNegative = 1 << iota
+	flagFailSafe
+)
 
 // typeFingerprint identifies V and the codec in every envelope: a cache of
 // another value type (or codec) reading the same key sees a foreign entry.
@@ -43,6 +47,9 @@ func (c *Cache[V]) encodeEntry(e entry[V], fence int64) ([]byte, error) {
 		ErrorUntil:    toMillis(e.w.ErrorUntil),
 		ComputeMicros: e.took.Microseconds(),
 		Fence:         fence,
+	}
+	if e.failSafe {
+		env.Flags |= flagFailSafe
 	}
 	if e.negative {
 		env.Flags |= flagNegative
@@ -97,5 +104,6 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	}
 	e.took = time.Duration(env.ComputeMicros) * time.Microsecond
 	e.negative = env.Flags&flagNegative != 0
+	e.failSafe = env.Flags&flagFailSafe != 0
 	return e, true, nil
 }

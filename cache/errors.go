@@ -26,6 +26,10 @@ var (
 	// open): Get, Set and Delete return it at once instead of paying a Redis
 	// timeout.
 	ErrUnavailable = errors.New("cache: Redis unavailable (circuit breaker open)")
+	// ErrSoftTimeout is the Result.Err of a stale value that answered
+	// because the compute ran past Options.SoftTimeout; the compute goes on
+	// in the background and fills when it ends.
+	ErrSoftTimeout = errors.New("cache: compute ran past SoftTimeout; the stale value answered")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say

@@ -72,6 +72,8 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	case verdictStale:
 		c.refreshAsync(key, e, one(key, fn))
 		return c.answer(ctx, key, e.loaded(Stale), nil)
+	case verdictFailSafe:
+		return c.answer(ctx, key, e.loaded(Stale), nil)
 	case verdictExpired:
 		expired := e    // a copy, so e stays on the stack on the hit path
 		prev = &expired // answers if the recompute fails

@@ -37,14 +37,6 @@ func (c *Cache[V]) leadOne(ctx context.Context, k keys, cl claim, fn batchFunc[V
 // waiters at once), whatever fn does: fail, panic, call runtime.Goexit or
 // outlive ComputeTimeout.
 func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
-	settled := make([]bool, len(tasks)) // the claim was released, by a fill or an abandon
-	defer func() {
-		for i, t := range tasks {
-			if !settled[i] {
-				c.store.abandon(ctx, t.k, t.claim)
-			}
-		}
-	}()
 	// The previous holder may have filled between our read and our claim.
 	ks := make([]keys, len(tasks))
 	for i, t := range tasks {
@@ -69,70 +61,154 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 			t.prev = &e
 		}
 	})
-	names := make([]string, 0, len(tasks))
-	var todo []int // indexes of the tasks to compute
+	var todo []*task[V]
 	for i, t := range tasks {
-		if !done[i] {
-			names = append(names, t.k.key)
-			todo = append(todo, i)
+		if done[i] {
+			c.store.abandon(ctx, t.k, t.claim) // nothing to fill: release the claim
+		} else {
+			todo = append(todo, t)
 		}
 	}
-	if len(todo) == 0 {
+	switch {
+	case len(todo) == 0:
+	case err != nil: // the store failed: compute without it
+		c.leadDegraded(ctx, todo, fn)
+	case c.softTimeout(todo):
+		c.leadSoft(ctx, todo, fn)
+	default:
+		c.computeFill(ctx, todo, fn)
+	}
+}
+
+// leadDegraded computes tasks without the store, whose read just failed,
+// and abandons their claims.
+func (c *Cache[V]) leadDegraded(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
+	defer func() {
+		for _, t := range tasks {
+			c.store.abandon(ctx, t.k, t.claim)
+		}
+	}()
+	r, err := c.computeDegraded(ctx, taskKeys(tasks), fn)
+	for _, t := range tasks {
+		t.res, t.err = loaded[V]{}, err
+		if err == nil {
+			t.res, t.err = c.computedFor(t.k.key, r, t.prev, Degraded, c.now())
+		}
+	}
+}
+
+// softTimeout reports whether SoftTimeout applies to tasks: every one of
+// them has a value that may answer for a failed compute.
+func (c *Cache[V]) softTimeout(tasks []*task[V]) bool {
+	if c.opts.SoftTimeout <= 0 {
+		return false
+	}
+	now := c.now()
+	for _, t := range tasks {
+		if t.prev == nil || t.prev.negative || !t.prev.w.UsableOnError(now) {
+			return false
+		}
+	}
+	return true
+}
+
+// leadSoft is computeFill bounded by SoftTimeout: past it, the tasks are
+// answered by their stale values (Result.Err matches ErrSoftTimeout) and
+// the compute goes on in the background, filling when it ends.
+func (c *Cache[V]) leadSoft(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
+	work := make([]*task[V], len(tasks))
+	for i, t := range tasks {
+		cp := *t
+		work[i] = &cp
+	}
+	finished := make(chan struct{})
+	if !c.goDetached(func() { defer close(finished); c.computeFill(ctx, work, fn) }) {
+		c.computeFill(ctx, tasks, fn) // closing: no background work may start
 		return
 	}
-	if err != nil { // the store failed: compute without it; the claims are abandoned
-		r, err := c.computeDegraded(ctx, names, fn)
-		for _, i := range todo {
-			t := tasks[i]
-			t.res, t.err = loaded[V]{}, err
-			if err == nil {
-				t.res, t.err = c.computedFor(t.k.key, r, t.prev, Degraded, c.now())
+	timer := time.NewTimer(c.opts.SoftTimeout)
+	defer timer.Stop()
+	select {
+	case <-finished:
+		for i, t := range tasks {
+			*t = *work[i]
+		}
+	case <-timer.C:
+		c.stats.softTimeouts.Add(1)
+		for _, t := range tasks {
+			t.res, t.err = t.prev.loaded(Stale), nil
+			t.res.cause = ErrSoftTimeout
+		}
+	}
+}
+
+// computeFill computes tasks with one fn call while keeping their claims
+// alive, and fills the results in one round trip; a failed compute that a
+// stale value answers for re-arms that value for FailSafeThrottle, so the
+// fleet leaves the origin alone meanwhile. Every claim is released.
+func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
+	settled := make([]bool, len(tasks)) // the claim was released by a fill
+	defer func() {
+		for i, t := range tasks {
+			if !settled[i] {
+				c.store.abandon(ctx, t.k, t.claim)
 			}
 		}
-		return
+	}()
+	stops := make([]func(), len(tasks))
+	for i, t := range tasks {
+		stops[i] = c.store.keepAlive(ctx, t.claim)
 	}
-	stops := make([]func(), len(todo))
-	for j, i := range todo {
-		stops[j] = c.store.keepAlive(ctx, tasks[i].claim)
-	}
-	r := c.compute(ctx, names, fn)
+	r := c.compute(ctx, taskKeys(tasks), fn)
 	for _, stop := range stops {
 		stop()
 	}
-	now = c.now()
+	now := c.now()
 	var reqs []fillReq[V]
 	var filling []int // the task of each fill
-	for _, i := range todo {
-		t := tasks[i]
+	for i, t := range tasks {
 		t.res, t.err = c.computedFor(t.k.key, r, t.prev, Miss, now)
+		var e entry[V]
 		switch {
 		case t.err == nil && t.res.outcome == Miss:
-			e := entry[V]{value: t.res.value, w: r.policy.Write(now, 0, rand.Float64()), took: r.took}
-			reqs, filling = append(reqs, fillReq[V]{k: t.k, claim: t.claim, e: e}), append(filling, i)
+			e = entry[V]{value: t.res.value, w: r.policy.Write(now, 0, rand.Float64()), took: r.took}
 		case errors.Is(t.err, ErrNotFound):
-			e := entry[V]{w: c.policy.WriteNegative(now), negative: true}
-			reqs, filling = append(reqs, fillReq[V]{k: t.k, claim: t.claim, e: e}), append(filling, i)
+			e = entry[V]{w: c.policy.WriteNegative(now), negative: true}
+		case t.err == nil && t.res.outcome == Stale && c.opts.FailSafeThrottle > 0:
+			e = *t.prev
+			e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
+			c.stats.failSafe.Add(1)
+		default:
+			continue
 		}
+		reqs, filling = append(reqs, fillReq[V]{k: t.k, claim: t.claim, e: e}), append(filling, i)
 	}
 	if len(reqs) == 0 {
 		return
 	}
-	results := c.store.fillMany(ctx, reqs)
-	for i, fr := range results {
+	for i, fr := range c.store.fillMany(ctx, reqs) {
 		t := tasks[filling[i]]
 		settled[filling[i]] = true // filled, fenced out, abandoned as unstorable, or retried in the background
 		switch {
 		case fr.stored && reqs[i].e.negative:
 			c.stats.negativeStored.Add(1)
-		case fr.stored:
+		case fr.stored && t.res.outcome == Miss:
 			t.res.w = reqs[i].e.w
 		case fr.fenced:
 			c.fencedOut(ctx, t.k.key)
-		case fr.unstored != nil:
+		case fr.unstored != nil && t.res.outcome == Miss:
 			t.res.cause = fr.unstored
 			c.unstored(ctx, t.k.key, fr.unstored)
 		}
 	}
+}
+
+func taskKeys[V any](tasks []*task[V]) []string {
+	names := make([]string, len(tasks))
+	for i, t := range tasks {
+		names[i] = t.k.key
+	}
+	return names
 }
 
 // computedFor is what key's callers get from a compute's answer r: its

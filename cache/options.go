@@ -43,6 +43,19 @@ type Options struct {
 	// Outcome Stale with Result.Err set, when the compute fails (RFC 5861
 	// stale-if-error). Below Stale it adds nothing. Default: 0.
 	StaleIfError time.Duration
+	// FailSafeThrottle is how long a stale value that answered for a failed
+	// compute (StaleIfError) is served to the whole fleet, as Outcome Stale,
+	// before the origin is tried again: the value is re-armed in the store,
+	// so one failure costs one origin call per throttle across all replicas,
+	// and the replicas waiting for the failed compute answer at once.
+	// Default: 1s; negative turns it off.
+	FailSafeThrottle time.Duration
+	// SoftTimeout, when positive, bounds how long callers wait for a compute
+	// while a value inside its StaleIfError window exists: past it they get
+	// that value (Outcome Stale, Result.Err matching [ErrSoftTimeout]) and
+	// the compute goes on in the background, filling when it ends.
+	// ComputeTimeout stays the hard bound. Default: 0 (off).
+	SoftTimeout time.Duration
 	// Jitter spreads each write's TTL uniformly over TTL·(1 ± Jitter), in
 	// [0, 1), so keys written together do not expire together. Default: 0.
 	Jitter float64
@@ -157,6 +170,9 @@ func (o *Options) setDefaults() {
 	if o.BreakerThreshold == 0 {
 		o.BreakerThreshold = 5
 	}
+	if o.FailSafeThrottle == 0 {
+		o.FailSafeThrottle = time.Second
+	}
 	if o.MaxLocalEntries == 0 {
 		o.MaxLocalEntries = 100_000
 	}
@@ -186,6 +202,8 @@ func (o *Options) validate() error {
 		}
 	}
 	switch {
+	case o.SoftTimeout < 0:
+		return bad("SoftTimeout must not be negative, got %s", o.SoftTimeout)
 	case o.MaxLocalEntries < 0 || o.MaxLocalEntries > 1<<26:
 		return bad("MaxLocalEntries must be in [0, 2^26], got %d", o.MaxLocalEntries)
 	case o.Stale < 0:

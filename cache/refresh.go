@@ -20,6 +20,22 @@ func (c *Cache[V]) refreshAsync(key string, seen entry[V], fn batchFunc[V]) {
 	})
 }
 
+// goDetached runs work in a goroutine that Close waits for; it reports
+// false, running nothing, when the cache is closed.
+func (c *Cache[V]) goDetached(work func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		work()
+	}()
+	return true
+}
+
 // goBackground runs work for key in a goroutine unless one already runs for
 // key or the cache is closed. Close cancels ctx and waits.
 func (c *Cache[V]) goBackground(key string, work func(ctx context.Context)) {

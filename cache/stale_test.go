@@ -111,7 +111,7 @@ func TestStaleIfError(t *testing.T) {
 	failing := func(context.Context) (string, error) { return "", originDown }
 	for _, mode := range []string{"redis", "local"} {
 		t.Run(mode+"/inside window: stale served, entry kept", func(t *testing.T) {
-			c, _ := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour})
+			c, _ := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour, FailSafeThrottle: -1})
 			for i := range 3 {
 				r, err := c.Fetch(context.Background(), "k", failing)
 				if err != nil || r.Value != "old" || r.Outcome != cache.Stale || !errors.Is(r.Err, originDown) {
@@ -122,13 +122,36 @@ func TestStaleIfError(t *testing.T) {
 					t.Fatalf("GetOrCompute: %q %v", v, err)
 				}
 			}
-			if st := c.Stats(); st.StaleOnError != 6 || st.ComputeErrors != 6 {
+			if st := c.Stats(); st.StaleOnError != 6 || st.ComputeErrors != 6 || st.FailSafe != 0 {
 				t.Fatalf("stats %+v", st)
 			}
 			// The origin recovers: the entry is replaced.
 			r, err := c.Fetch(context.Background(), "k", func(context.Context) (string, error) { return "new", nil })
 			if err != nil || r.Value != "new" || r.Outcome != cache.Miss || r.Err != nil {
 				t.Fatalf("after recovery: %+v %v", r, err)
+			}
+		})
+		t.Run(mode+"/fail-safe throttle: one origin call per throttle", func(t *testing.T) {
+			c, clk := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour, FailSafeThrottle: time.Minute})
+			calls := 0
+			counted := func(ctx context.Context) (string, error) { calls++; return failing(ctx) }
+			r, err := c.Fetch(context.Background(), "k", counted)
+			if err != nil || r.Value != "old" || r.Outcome != cache.Stale || !errors.Is(r.Err, originDown) {
+				t.Fatalf("first failure: %+v %v", r, err)
+			}
+			for i := range 5 { // the re-armed value answers; the origin is left alone
+				r, err := c.Fetch(context.Background(), "k", counted)
+				if err != nil || r.Value != "old" || r.Outcome != cache.Stale {
+					t.Fatalf("call %d in the throttle: %+v %v", i, r, err)
+				}
+			}
+			if st := c.Stats(); calls != 1 || st.FailSafe != 1 || st.Refreshes != 0 {
+				t.Fatalf("origin called %d times in one throttle, stats %+v", calls, st)
+			}
+			clk.Advance(time.Minute + time.Millisecond)
+			r, err = c.Fetch(context.Background(), "k", func(context.Context) (string, error) { return "new", nil })
+			if err != nil || r.Value != "new" || r.Outcome != cache.Miss {
+				t.Fatalf("after the throttle: %+v %v", r, err)
 			}
 		})
 		t.Run(mode+"/past window: error", func(t *testing.T) {

@@ -33,6 +33,10 @@ type Stats struct {
 	// Refills counts computed values stored by a background retry after
 	// their fill first failed on a Redis error (a failover, a restart).
 	Refills uint64
+	// FailSafe counts stale values re-armed for FailSafeThrottle after the
+	// origin failed; SoftTimeouts the computes that ran past SoftTimeout
+	// while a stale value answered.
+	FailSafe, SoftTimeouts uint64
 	// Unstored counts computed values that could not be stored (over
 	// MaxValueBytes, or the codec failed): they answered their callers, and
 	// the next call computes again.
@@ -49,6 +53,7 @@ type counters struct {
 	corrupt, fencedOut, redisErrors    atomic.Uint64
 	staleOnError, negativeStored       atomic.Uint64
 	negativeHits, refills, unstored    atomic.Uint64
+	failSafe, softTimeouts             atomic.Uint64
 	l1Hits                             striped
 }
 
@@ -69,6 +74,7 @@ func (c *Cache[V]) Stats() Stats {
 		StaleOnError: s.staleOnError.Load(), NegativeStored: s.negativeStored.Load(), NegativeHits: s.negativeHits.Load(),
 		Corrupt: s.corrupt.Load(), FencedOut: s.fencedOut.Load(), RedisErrors: s.redisErrors.Load(),
 		Refills: s.refills.Load(), Unstored: s.unstored.Load(),
+		FailSafe: s.failSafe.Load(), SoftTimeouts: s.softTimeouts.Load(),
 		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.local != nil {

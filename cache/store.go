@@ -14,6 +14,9 @@ type entry[V any] struct {
 	w        stale.Windows
 	took     time.Duration // how long its compute took (XFetch's Δ)
 	negative bool          // a cached "not found"
+	// failSafe marks a stale value re-armed because the origin failed: it
+	// answers as Stale while fresh, and no caller refreshes it meanwhile.
+	failSafe bool
 }
 
 // claim is the right to fill one key: a Redis lease, or a process-local

@@ -37,7 +37,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		switch c.judge(e, found, c.now()) {
 		case verdictHit, verdictEarly:
 			return e.loaded(Waited), nil
-		case verdictStale:
+		case verdictStale, verdictFailSafe:
 			return e.loaded(Stale), nil
 		case verdictExpired:
 			prev = &e

@@ -82,6 +82,21 @@ type Windows struct {
 	ErrorUntil time.Time
 }
 
+// Rearm returns w fresh again from now for d, as a fail-safe does when the
+// origin fails and the entry answers for it: Created is kept (the value is
+// as old as it is), and the stale and error windows last at least as long
+// as the new fresh one.
+func (w Windows) Rearm(now time.Time, d time.Duration) Windows {
+	w.FreshUntil = now.Add(d)
+	if w.StaleUntil.Before(w.FreshUntil) {
+		w.StaleUntil = w.FreshUntil
+	}
+	if w.ErrorUntil.Before(w.StaleUntil) {
+		w.ErrorUntil = w.StaleUntil
+	}
+	return w
+}
+
 // Expire returns how long the entry must be kept from Created on.
 func (w Windows) Expire() time.Duration { return w.ErrorUntil.Sub(w.Created) }
 
