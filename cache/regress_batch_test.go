@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
@@ -142,15 +144,16 @@ func TestRegressBatchRefreshEarlyIsHit(t *testing.T) {
 
 // Issue 14, defect 4 (deadline): GetOrComputeMany returns by the caller's
 // deadline with the context's error for the keys without a value, against
-// a slow fn (blocked until the test releases it) and against +100 ms of
-// Redis latency; the computes it started go on detached and fill the keys.
+// a slow fn (blocked until the test releases it) and against +100 ms and
+// +1.5 s of Redis latency (each way); the computes it started go on
+// detached and fill the keys.
 func TestRegressBatchHonoursDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		latency time.Duration
-	}{{"slow fn", 0}, {"slow fn and +100ms Redis latency", 100 * time.Millisecond}} {
+	}{{"slow fn", 0}, {"slow fn and +100ms Redis latency", 100 * time.Millisecond}, {"slow fn and +1.5s Redis latency", 1500 * time.Millisecond}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, rdb := proxiedClient(t, 3*time.Second)
+			p, rdb := proxiedClient(t, 5*time.Second)
 			ns := redistest.Prefix(t)
 			c := newCache[string](t, rdb, cache.Options{Namespace: ns, TTL: time.Hour, BreakerThreshold: 100})
 			if err := c.Set(bounded(t, 10*time.Second), "cached", "v:cached"); err != nil {
@@ -172,7 +175,9 @@ func TestRegressBatchHonoursDeadline(t *testing.T) {
 			r, ok := tryWithin(ch, time.Second)
 			h.Release()
 			if !ok {
-				r = within(t, ch, 10*time.Second, "GetOrComputeMany returning after fn was released")
+				p.SetLatency(0)
+				p.Reset()
+				r = within(t, ch, 10*time.Second, "GetOrComputeMany returning after fn was released and the link healed")
 				t.Fatalf("GetOrComputeMany with a 50ms deadline returned after %s (bound 1s): %v, %v", r.took, r.v.m, r.v.err)
 			}
 			var ke cache.KeyErrors
@@ -241,24 +246,41 @@ func TestRegressBatchCancelledComputesNothing(t *testing.T) {
 
 // Issue 14, defect 4 (orphaned leases): a batch whose deadline expires
 // while its lease request is in transit (+40 ms of latency each way, the
-// deadline swept across the round trip) must not leave the leases it took
+// deadline swept across a whole batch's time) must not leave the leases it took
 // orphaned: another replica asking for those keys (LeaseTTL and WaitTimeout
 // a minute) gets a value within 3 s, because the taker computes detached
 // and fills, or releases them.
 func TestRegressBatchNoOrphanedLeases(t *testing.T) {
-	p, rdb := proxiedClient(t, 3*time.Second)
+	p, _ := proxiedClient(t, 3*time.Second)
+	// A client that honours context deadlines on the wire, so a deadline can
+	// expire with the lease request in flight (Redis took the leases, the
+	// client saw an error).
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, TTL: time.Hour, LeaseTTL: time.Minute, WaitTimeout: time.Minute, BreakerThreshold: 1000}
 	a := newCache[string](t, rdb, opts)
 	b := newCache[string](t, redistest.Client(t), opts)
 	p.SetLatency(40 * time.Millisecond)
+	// Warm the connection, then time a whole batch over the slow link; the
+	// deadlines below sweep that time, so one of them expires with the
+	// lease request in flight whatever the machine's speed.
+	if _, err := a.GetOrComputeMany(bounded(t, 10*time.Second), []string{"warm-1"}, valuesOf); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := a.GetOrComputeMany(bounded(t, 10*time.Second), []string{"warm-2a", "warm-2b"}, valuesOf); err != nil {
+		t.Fatal(err)
+	}
+	full := time.Since(start)
 	var all []string
-	for i, d := range []time.Duration{100, 130, 160, 170, 180, 190, 200, 210, 220, 240, 260, 300} {
+	for i := range 20 {
+		d := full * time.Duration(20+5*i) / 100
 		keys := []string{fmt.Sprint("k", i, "a"), fmt.Sprint("k", i, "b")}
 		all = append(all, keys...)
-		ctx, cancel := context.WithTimeout(context.Background(), d*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		ch := async(func() error { _, err := a.GetOrComputeMany(ctx, keys, valuesOf); return err })
-		within(t, ch, 10*time.Second, fmt.Sprintf("the batch with a %dms deadline returning", d))
+		within(t, ch, 10*time.Second, fmt.Sprintf("the batch with a %s deadline returning", d))
 		cancel()
 	}
 	p.SetLatency(0)

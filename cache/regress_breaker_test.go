@@ -123,15 +123,14 @@ func TestRegressGetConsultsBreaker(t *testing.T) {
 		{"Delete", func(ctx context.Context) error { return c.Delete(ctx, "k") }},
 	}
 	for _, tc := range calls {
-		for i := range 5 {
+		for i := range 3 {
 			start := time.Now()
 			err := tc.call(bounded(t, 10*time.Second))
 			took := time.Since(start)
-			if !errors.Is(err, cache.ErrUnavailable) {
-				t.Errorf("%s #%d with the breaker open: err %v, want ErrUnavailable", tc.name, i, err)
-			}
-			if took >= readTimeout/2 {
-				t.Errorf("%s #%d with the breaker open took %s: it paid a Redis timeout (%s)", tc.name, i, took, readTimeout)
+			if !errors.Is(err, cache.ErrUnavailable) || took >= readTimeout/2 {
+				// One failure per call says it; more would only add read timeouts.
+				t.Errorf("%s #%d with the breaker open: err %v (want ErrUnavailable), took %s (a Redis timeout is %s)", tc.name, i, err, took, readTimeout)
+				break
 			}
 		}
 	}
