@@ -95,8 +95,8 @@ func TestRegressBatchSetTTLAndSetStale(t *testing.T) {
 		t.Fatalf("SetTTL/SetStale inside a batch fn reported false (ttl %v, stale %v)", okTTL.Load(), okStale.Load())
 	}
 	ref := rdb.PTTL(ctx, regressValueKey(c.Namespace(), "single")).Val()
-	if ref <= 20*time.Second || ref > 31*time.Second {
-		t.Fatalf("reference: GetOrCompute's entry expires in %s, want about 30s (TTL 10s + stale 20s)", ref)
+	if ref <= 20*time.Second || ref > 10*time.Minute {
+		t.Fatalf("reference: GetOrCompute's entry expires in %s, want about 30s (TTL 10s + stale 20s), far below the options' hour", ref)
 	}
 	for _, k := range keys {
 		d := rdb.PTTL(ctx, regressValueKey(c.Namespace(), k)).Val()
@@ -197,7 +197,6 @@ func TestRegressBatchHonoursDeadline(t *testing.T) {
 				return // the deadline may have passed before any lease was taken
 			}
 			// The compute went on detached: the keys fill without another fn call.
-			calls := len(h.calls)
 			eventually(t, 5*time.Second, func() bool {
 				n := 0
 				for _, k := range keys {
@@ -207,8 +206,8 @@ func TestRegressBatchHonoursDeadline(t *testing.T) {
 				}
 				return n == len(keys)
 			}, func() string { return "the detached batch compute never filled its keys" })
-			if calls != 1 {
-				t.Fatalf("fn ran %d times, want 1", calls)
+			if n := len(h.calls); n != 1 {
+				t.Fatalf("fn ran %d times, want 1", n)
 			}
 		})
 	}

@@ -157,3 +157,54 @@ func TestRegressBackgroundRefreshPanicRecovered(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee (issue 14): a waiter re-reads only after Redis has confirmed its
+// subscription, so a fill landing while the SUBSCRIBE is in flight is not
+// lost. Replica B reaches Redis through +30 ms of latency each way; A (direct)
+// holds the lease and fills at an offset swept across B's read, lease
+// attempt, subscribe and re-read. PollInterval is a minute, so a waiter that
+// missed the fill would sleep ~2 s or more; each round B must answer with A's
+// value within 1.5 s of the fill, without computing.
+func TestRegressWaiterSubscribedBeforeReread(t *testing.T) {
+	ns := redistest.Prefix(t)
+	opts := cache.Options{Namespace: ns, TTL: time.Hour, PollInterval: time.Minute, WaitTimeout: time.Minute, LeaseTTL: time.Minute}
+	a := newCache[string](t, redistest.Client(t), opts)
+	p, rdb := proxiedClient(t, 5*time.Second)
+	b := newCache[string](t, rdb, opts)
+	if err := b.Set(bounded(t, 5*time.Second), "warm", "w"); err != nil { // dial before the latency
+		t.Fatal(err)
+	}
+	p.SetLatency(30 * time.Millisecond)
+	var computedByB atomic.Int32
+	fnB := func(context.Context) (string, error) { computedByB.Add(1); return "b", nil }
+	for i := range 15 {
+		key := fmt.Sprint("k", i)
+		h := newHeld(t, "from-a")
+		leader := async(func() error { _, err := a.GetOrCompute(bounded(t, 30*time.Second), key, h.fn); return err })
+		within(t, h.calls, 5*time.Second, "A's compute starting")
+		waiter := async(func() valErr[string] {
+			v, err := b.GetOrCompute(bounded(t, 30*time.Second), key, fnB)
+			return valErr[string]{v, err}
+		})
+		// Not synchronisation: the offset varies where in B's sequence the
+		// fill lands (0 to 560 ms, B's whole wait setup over the slow link).
+		offset := time.NewTimer(time.Duration(i) * 40 * time.Millisecond)
+		<-offset.C
+		h.Release()
+		if err := within(t, leader, 5*time.Second, "A's fill").v; err != nil {
+			t.Fatalf("round %d: A: %v", i, err)
+		}
+		filled := time.Now()
+		r, ok := tryWithin(waiter, 1500*time.Millisecond)
+		if !ok {
+			t.Fatalf("round %d (fill %s after B started): B did not answer within 1.5s of the fill: it missed the notification (PollInterval 1m)", i, time.Duration(i)*40*time.Millisecond)
+		}
+		if r.v.err != nil || r.v.v != "from-a" {
+			t.Fatalf("round %d: B got %q, %v; want A's value", i, r.v.v, r.v.err)
+		}
+		t.Logf("round %d: B answered %s after the fill", i, time.Since(filled).Round(time.Millisecond))
+	}
+	if n := computedByB.Load(); n != 0 {
+		t.Fatalf("B computed %d times; A filled every key", n)
+	}
+}
