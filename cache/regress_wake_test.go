@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
@@ -160,7 +163,8 @@ func TestRegressBackgroundRefreshPanicRecovered(t *testing.T) {
 
 // Guarantee (issue 14): a waiter re-reads only after Redis has confirmed its
 // subscription, so a fill landing while the SUBSCRIBE is in flight is not
-// lost. Replica B reaches Redis through +30 ms of latency each way; A (direct)
+// lost. Replica B's subscription connection reaches Redis through +30 ms of
+// latency each way (its commands do not); A
 // holds the lease and fills at an offset swept across B's read, lease
 // attempt, subscribe and re-read. PollInterval is a minute, so a waiter that
 // missed the fill would sleep ~2 s or more; each round B must answer with A's
@@ -169,15 +173,31 @@ func TestRegressWaiterSubscribedBeforeReread(t *testing.T) {
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, TTL: time.Hour, PollInterval: time.Minute, WaitTimeout: time.Minute, LeaseTTL: time.Minute}
 	a := newCache[string](t, redistest.Client(t), opts)
-	p, rdb := proxiedClient(t, 5*time.Second)
+	// B's commands go straight to Redis on its one pooled connection (the
+	// first dial); every later dial, which is the notifier's subscription
+	// connection, goes through the slow proxy: latency between the notifier
+	// and Redis only, where the order of subscribe and re-read matters.
+	p, _ := proxiedClient(t, 5*time.Second)
+	direct := redistest.Addr(t)
+	var dials atomic.Int32
+	rdb := redis.NewClient(&redis.Options{Addr: direct, PoolSize: 1, MaxRetries: -1,
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			addr := p.Addr()
+			if dials.Add(1) == 1 {
+				addr = direct
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}})
+	t.Cleanup(func() { _ = rdb.Close() })
 	b := newCache[string](t, rdb, opts)
-	if err := b.Set(bounded(t, 5*time.Second), "warm", "w"); err != nil { // dial before the latency
+	if err := b.Set(bounded(t, 5*time.Second), "warm", "w"); err != nil { // the pooled connection, direct
 		t.Fatal(err)
 	}
 	p.SetLatency(30 * time.Millisecond)
 	var computedByB atomic.Int32
 	fnB := func(context.Context) (string, error) { computedByB.Add(1); return "b", nil }
-	for i := range 15 {
+	for i := range 25 {
 		key := fmt.Sprint("k", i)
 		h := newHeld(t, "from-a")
 		leader := async(func() error { _, err := a.GetOrCompute(bounded(t, 30*time.Second), key, h.fn); return err })
@@ -187,8 +207,9 @@ func TestRegressWaiterSubscribedBeforeReread(t *testing.T) {
 			return valErr[string]{v, err}
 		})
 		// Not synchronisation: the offset varies where in B's sequence the
-		// fill lands (0 to 560 ms, B's whole wait setup over the slow link).
-		offset := time.NewTimer(time.Duration(i) * 40 * time.Millisecond)
+		// fill lands (0 to 96 ms: B's read, lease attempt and SUBSCRIBE over
+		// the slow link, 30 ms each way).
+		offset := time.NewTimer(time.Duration(i) * 4 * time.Millisecond)
 		<-offset.C
 		h.Release()
 		if err := within(t, leader, 5*time.Second, "A's fill").v; err != nil {
@@ -197,7 +218,7 @@ func TestRegressWaiterSubscribedBeforeReread(t *testing.T) {
 		filled := time.Now()
 		r, ok := tryWithin(waiter, 1500*time.Millisecond)
 		if !ok {
-			t.Fatalf("round %d (fill %s after B started): B did not answer within 1.5s of the fill: it missed the notification (PollInterval 1m)", i, time.Duration(i)*40*time.Millisecond)
+			t.Fatalf("round %d (fill %s after B started): B did not answer within 1.5s of the fill: it missed the notification (PollInterval 1m)", i, time.Duration(i)*4*time.Millisecond)
 		}
 		if r.v.err != nil || r.v.v != "from-a" {
 			t.Fatalf("round %d: B got %q, %v; want A's value", i, r.v.v, r.v.err)
