@@ -295,7 +295,7 @@ func TestRegressBatchNoOrphanedLeases(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitGroupWithin(t, &wg, 10*time.Second, "replica B's calls returning (each has a 3s deadline)")
 	close(errs)
 	for err := range errs {
 		t.Error(err)

@@ -63,7 +63,7 @@ func TestRegressBreakerProbeNeverStuckOpen(t *testing.T) {
 	}
 	clockPast(t, opened, 3*cooldown)
 	close(stop)
-	wg.Wait()
+	waitGroupWithin(t, &wg, 10*time.Second, "the cancelled callers stopping")
 
 	// Redis is healthy: within about the cooldown, calls are answered by
 	// Redis again (a miss, then hits), not Degraded.
@@ -104,7 +104,7 @@ func TestRegressGetConsultsBreaker(t *testing.T) {
 			_, _ = c.GetOrCompute(bounded(t, 10*time.Second), fmt.Sprint("open", i), func(context.Context) (string, error) { return "x", nil })
 		})
 	}
-	wg.Wait()
+	waitGroupWithin(t, &wg, 15*time.Second, "the calls that open the breaker returning")
 	if !c.Stats().BreakerOpen {
 		t.Fatalf("two read timeouts with BreakerThreshold 2 did not open the breaker: %+v", c.Stats())
 	}

@@ -121,14 +121,14 @@ func TestRegressComputeTimeoutReleasesCallers(t *testing.T) {
 				r, ok := tryWithin(results, 2*time.Second)
 				if !ok {
 					h.Release()
-					wg.Wait()
+					waitGroupWithin(t, &wg, 10*time.Second, "the callers returning once the fn was released")
 					t.Fatalf("only %d of %d callers released within 2s of a compute ignoring its context (ComputeTimeout 100ms)", i, callers)
 				}
 				if !errors.Is(r.v.err, context.DeadlineExceeded) {
 					t.Errorf("a caller of the timed-out compute after %s: %q, %v; want context.DeadlineExceeded", r.took, r.v.v, r.v.err)
 				}
 			}
-			wg.Wait()
+			waitGroupWithin(t, &wg, 5*time.Second, "the released callers' goroutines ending")
 			// Not wedged: with the first fn still blocked, a new call computes.
 			o := &origin[string]{value: "fresh"}
 			ch := async(func() valErr[string] {

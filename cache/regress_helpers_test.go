@@ -222,3 +222,12 @@ func clockPast(t testing.TB, from time.Time, d time.Duration) {
 	t.Helper()
 	eventually(t, d+5*time.Second, func() bool { return time.Since(from) > d }, func() string { return "the clock did not advance" })
 }
+
+// waitGroupWithin waits for wg, failing the test after d with what did not
+// happen.
+func waitGroupWithin(t testing.TB, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	within(t, done, d, what)
+}

@@ -107,7 +107,7 @@ func TestRegressL1NeverServesOldValueAfterWrite(t *testing.T) {
 		cancel()
 	}
 	close(stop)
-	wg.Wait()
+	waitGroupWithin(t, &wg, 10*time.Second, "the readers stopping")
 	if writerViolations > 0 || violations.Load() > 0 {
 		t.Errorf("replica A served a value after the Delete/Set replacing it returned: %d of 200 Deletes followed by the deleted value at the writer, %d of %d concurrent reads outdated (first: %v)",
 			writerViolations, violations.Load(), reads.Load(), firstViolation.Load())

@@ -133,7 +133,7 @@ func TestRegressLocalStoreBounded(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waitGroupWithin(t, &wg, 30*time.Second, "8 writers of 300 keys each")
 		if n := c.Stats().LocalEntries; n > 100 || n == 0 {
 			t.Fatalf("LocalEntries after 3200 distinct keys with MaxLocalEntries 100: %d", n)
 		}
