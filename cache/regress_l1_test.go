@@ -36,11 +36,27 @@ func l1Synced(t *testing.T, c *cache.Cache[string]) {
 // and got an outdated version is a violation. L1TTL is a minute, so an entry
 // put back below the floor would be served for the rest of the test.
 func TestRegressL1NeverServesOldValueAfterWrite(t *testing.T) {
-	opts := cache.Options{L1Size: 1000, L1TTL: time.Minute, TTL: time.Hour}
+	readAfterWrite(t, cache.Options{L1Size: 1000, L1TTL: time.Minute, TTL: time.Hour})
+}
+
+// Issue 14, defect 2, the same without L1: a read on the writing replica
+// that starts after Delete/Set returned must not be answered by a GET (or a
+// load) that another caller of the process started before the write. This
+// is beyond the letter of the contract (which speaks of L1), but the same
+// promise; on today's main it fails at the writer's own Get about 1 time
+// in 8, because hit-path GETs of one key are shared: if it fails with L1 on
+// and off alike, the cause is the sharing, not L1.
+func TestRegressNoL1ReadAfterWrite(t *testing.T) {
+	readAfterWrite(t, cache.Options{TTL: time.Hour})
+}
+
+func readAfterWrite(t *testing.T, opts cache.Options) {
 	rs := replicas[string](t, 2, opts)
 	a, b := rs[0], rs[1]
-	l1Synced(t, a)
-	l1Synced(t, b)
+	if opts.L1Size > 0 {
+		l1Synced(t, a)
+		l1Synced(t, b)
+	}
 	const key = "k"
 	// floor: after Set of version r returns, 2r (versions < r are old);
 	// after the Delete of round r returns, 2r+1 (versions <= r are old).
