@@ -19,7 +19,7 @@ import (
 // answers, calls must stop being Degraded within about BreakerCooldown (2 s
 // is 40 cooldowns here).
 func TestRegressBreakerProbeNeverStuckOpen(t *testing.T) {
-	p, rdb := proxiedClient(t, 100*time.Millisecond)
+	p, rdb := proxiedClient(t, 300*time.Millisecond)
 	const cooldown = 50 * time.Millisecond
 	c := newCache[string](t, rdb, cache.Options{BreakerThreshold: 2, BreakerCooldown: cooldown, TTL: time.Hour})
 	fn := func(context.Context) (string, error) { return "v", nil }

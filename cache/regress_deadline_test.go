@@ -163,3 +163,51 @@ func TestRegressComputeTimeoutReleasesCallers(t *testing.T) {
 		})
 	}
 }
+
+// Issue 14, defect 6, the batch path (derived: "one implementation per
+// key" for both paths): a batch fn that ignores its context releases the
+// GetOrComputeMany caller after about ComputeTimeout (100 ms; bound 2 s)
+// with an error matching context.DeadlineExceeded for every key it was
+// computing, in Redis and in process-local mode; the keys are not wedged.
+func TestRegressComputeTimeoutReleasesBatch(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			opts := cache.Options{TTL: time.Hour, ComputeTimeout: 100 * time.Millisecond, WaitTimeout: time.Second}
+			var c *cache.Cache[string]
+			if local {
+				c = newCache[string](t, nil, opts)
+			} else {
+				c = newCache[string](t, redistest.Client(t), opts)
+			}
+			h := newHeld(t, "")
+			keys := []string{"a", "b"}
+			type res struct {
+				m   map[string]string
+				err error
+			}
+			ch := async(func() res {
+				m, err := c.GetOrComputeMany(bounded(t, 30*time.Second), keys, h.batch("late:"))
+				return res{m, err}
+			})
+			r, ok := tryWithin(ch, 2*time.Second)
+			if !ok {
+				h.Release()
+				r = within(t, ch, 10*time.Second, "the batch returning after its fn was released")
+				t.Fatalf("a batch whose fn ignores its context returned after %s (ComputeTimeout 100ms, bound 2s): %v, %v", r.took, r.v.m, r.v.err)
+			}
+			var ke cache.KeyErrors
+			if !errors.As(r.v.err, &ke) || len(r.v.m) != 0 {
+				t.Fatalf("a timed-out batch: %v, %v; want KeyErrors for every key", r.v.m, r.v.err)
+			}
+			for _, k := range keys {
+				if !errors.Is(ke[k], context.DeadlineExceeded) {
+					t.Errorf("key %q: %v, want context.DeadlineExceeded", k, ke[k])
+				}
+			}
+			got, err := c.GetOrComputeMany(bounded(t, 10*time.Second), keys, valuesOf)
+			if err != nil || got["a"] != "v:a" || got["b"] != "v:b" {
+				t.Fatalf("a later batch while the timed-out fn still runs: %v, %v", got, err)
+			}
+		})
+	}
+}

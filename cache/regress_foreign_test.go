@@ -88,6 +88,22 @@ func TestRegressWrongTypeIsForeign(t *testing.T) {
 	if r, err := c.Fetch(ctx, "healthy", func(context.Context) (string, error) { return "recomputed", nil }); err != nil || r.Outcome != cache.Hit || r.Value != "h" {
 		t.Fatalf("a healthy key after the foreign ones: %+v, %v", r, err)
 	}
+
+	// A stampede on a foreign key: 3 replicas x 30 callers still compute it
+	// once in the fleet, with no Redis error anywhere.
+	if err := rdb.RPush(ctx, regressValueKey(ns, "stormed"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	fleet := replicas[string](t, 3, cache.Options{Namespace: ns, TTL: time.Hour, BreakerThreshold: 2, BreakerCooldown: time.Minute})
+	o := &origin[string]{value: "v", delay: 50 * time.Millisecond}
+	if wrong, failed := storm(fleet, 30, "stormed", o.fn, "v"); wrong != 0 || failed != 0 || o.calls.Load() != 1 {
+		t.Fatalf("a stampede on a WRONGTYPE key: wrong %d, errors %d, computes %d (want 1)", wrong, failed, o.calls.Load())
+	}
+	for i, r := range fleet {
+		if s := r.Stats(); s.RedisErrors != 0 || s.BreakerOpen || s.Degraded != 0 {
+			t.Fatalf("replica %d after the stampede on a WRONGTYPE key: %+v", i, s)
+		}
+	}
 }
 
 // Product and User have the same shape: msgpack alone decodes each as the
