@@ -14,8 +14,10 @@ import (
 // Issue 14, defect 1: a GetOrComputeMany (or any call) whose context is
 // already cancelled must not be able to leave the breaker stuck open. The
 // breaker is opened by a partition; the partition heals; then, as the
-// cooldown ends, cancelled batch calls (and cancelled single calls) hammer
-// the cache, trying to take the half-open probe and drop it. Once Redis
+// cooldown ends, only cancelled batch calls hammer the cache, so that one of
+// them is the first caller after the cooldown, trying to take the half-open
+// probe and drop it. (A cancelled Fetch would not do: its hit-path GET runs
+// detached from the cancellation on today's main, and closes the breaker.) Once Redis
 // answers, calls must stop being Degraded within about BreakerCooldown (2 s
 // is 40 cooldowns here).
 func TestRegressBreakerProbeNeverStuckOpen(t *testing.T) {
@@ -55,9 +57,6 @@ func TestRegressBreakerProbeNeverStuckOpen(t *testing.T) {
 				_, _ = c.GetOrComputeMany(cancelled, keys, func(context.Context, []string) (map[string]string, error) {
 					return nil, errors.New("a cancelled batch must not compute")
 				})
-				if g%2 == 0 {
-					_, _ = c.Fetch(cancelled, "single", fn)
-				}
 			}
 		})
 	}
