@@ -31,9 +31,9 @@ func TestRegressBatchStaleIfError(t *testing.T) {
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, TTL: time.Hour, StaleIfError: time.Hour}
 	rdb := redistest.Client(t)
-	writeStale(t, rdb, ns, "a", "old-a", opts)
-	writeStale(t, rdb, ns, "b", "old-b", opts)
-	c := newCache[string](t, rdb, opts)
+	clk := writeStale(t, rdb, ns, "a", "old-a", opts)
+	writeStaleAt(t, clk, rdb, ns, "b", "old-b", opts)
+	c := clocked(clk, newCache[string](t, rdb, opts))
 	boom := errors.New("origin down")
 	var calls atomic.Int32
 	got, err := c.GetOrComputeMany(bounded(t, 10*time.Second), []string{"a", "b", "new"}, func(context.Context, []string) (map[string]string, error) {
@@ -54,7 +54,7 @@ func TestRegressBatchStaleIfError(t *testing.T) {
 		t.Fatalf("StaleOnError %d, want 2", n)
 	}
 	// GetOrCompute, for comparison, on a third stale key.
-	writeStale(t, rdb, ns, "c", "old-c", opts)
+	writeStaleAt(t, clk, rdb, ns, "c", "old-c", opts)
 	if v, err := c.GetOrCompute(bounded(t, 10*time.Second), "c", func(context.Context) (string, error) { return "", boom }); err != nil || v != "old-c" {
 		t.Fatalf("GetOrCompute reference: %q, %v", v, err)
 	}

@@ -112,12 +112,14 @@ func TestRegressBackgroundRefreshPanicRecovered(t *testing.T) {
 				opts.Namespace = redistest.Prefix(t)
 				c = newCache[string](t, redistest.Client(t), opts)
 			}
+			clk := cache.NewClock()
+			cache.UseClock(c, clk)
 			ctx := bounded(t, 10*time.Second)
 			// The first value: short-lived for a stale refresh, with a
 			// compute time for an early one.
 			first := func(ctx context.Context) (string, error) {
 				if !tc.early {
-					cache.SetTTL(ctx, time.Millisecond)
+					cache.SetTTL(ctx, time.Minute)
 				}
 				select { // the origin's own latency: XFetch needs a compute time
 				case <-time.After(2 * time.Millisecond):
@@ -126,12 +128,11 @@ func TestRegressBackgroundRefreshPanicRecovered(t *testing.T) {
 				}
 				return "first", nil
 			}
-			written := time.Now()
 			if v, err := c.GetOrCompute(ctx, "k", first); err != nil || v != "first" {
 				t.Fatalf("first compute: %q, %v", v, err)
 			}
 			if !tc.early {
-				clockPast(t, written, 20*time.Millisecond) // the 1ms TTL
+				clk.Advance(time.Minute + time.Millisecond) // past the TTL: stale
 			}
 			before := c.Stats().ComputeErrors
 			entered := make(chan struct{}, 16)
@@ -151,7 +152,15 @@ func TestRegressBackgroundRefreshPanicRecovered(t *testing.T) {
 			eventually(t, 5*time.Second, func() bool { return c.Stats().ComputeErrors > before }, func() string {
 				return fmt.Sprintf("the refresh's panic was not counted in ComputeErrors: %+v", c.Stats())
 			})
-			// Still serving, and a later refresh can run (the key is not stuck).
+			// Still serving, and a later refresh can run (the key is not
+			// stuck) once the fail-safe throttle that the failure armed
+			// (on a stale value) has passed.
+			if !tc.early {
+				eventually(t, 5*time.Second, func() bool { return c.Stats().FailSafe == 1 }, func() string {
+					return fmt.Sprintf("the stale value was not re-armed after the failed refresh: %+v", c.Stats())
+				})
+			}
+			clk.Advance(2 * time.Second)
 			ok := &origin[string]{value: "second"}
 			eventually(t, 5*time.Second, func() bool {
 				r, err := c.Fetch(ctx, "k", ok.fn)

@@ -19,7 +19,12 @@ import (
 // that uses the clock (see clocked), and Redis keeps it meanwhile.
 func writeStale[V any](t *testing.T, rdb redis.UniversalClient, ns, key string, v V, opts cache.Options) *cache.Clock {
 	t.Helper()
-	clk := cache.NewClock()
+	return writeStaleAt(t, cache.NewClock(), rdb, ns, key, v, opts)
+}
+
+// writeStaleAt is writeStale on the clock clk.
+func writeStaleAt[V any](t *testing.T, clk *cache.Clock, rdb redis.UniversalClient, ns, key string, v V, opts cache.Options) *cache.Clock {
+	t.Helper()
 	opts.Namespace, opts.TTL = ns, time.Minute
 	w := clocked(clk, newCache[V](t, rdb, opts))
 	if err := w.Set(context.Background(), key, v); err != nil {
