@@ -55,6 +55,9 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 		// done by any newer entry.
 		if e.w.Created.After(t.after) && (!t.after.IsZero() || state == stale.Fresh) {
 			t.res, done[i] = e.loaded(Hit), true
+			if e.failSafe { // re-armed after another holder's failure
+				t.res.outcome = Stale
+			}
 			return
 		}
 		if state != stale.Gone {
