@@ -249,19 +249,37 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 // degradedMany computes the keys ks[idx] with one fn call without the store
 // (Redis is unreachable), bounded by MaxDegradedComputes.
 func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*entry[V], idx []int, fn batchFunc[V], b *batch[V]) {
-	names := make([]string, len(idx))
-	for j, i := range idx {
-		names[j] = ks[i].key
+	now := c.now()
+	var names []string
+	var todo []int
+	for _, i := range idx {
+		key := ks[i].key
+		if e, fresh, ok := c.keptEntry(key, now); ok {
+			if fresh {
+				b.give(key)(c.answer(ctx, key, e.loaded(Degraded), nil))
+				continue
+			}
+			if prevs[i] == nil {
+				prevs[i] = &e
+			}
+		}
+		names, todo = append(names, key), append(todo, i)
+	}
+	if len(todo) == 0 {
+		return
 	}
 	r, err := c.computeDegraded(dctx, names, fn)
-	now := c.now()
-	for _, i := range idx {
+	now = c.now()
+	for _, i := range todo {
 		key := ks[i].key
 		if err != nil {
 			b.record(key, Result[V]{}, err)
 			continue
 		}
 		l, lerr := c.computedFor(key, r, prevs[i], Degraded, now)
+		if lerr == nil && l.outcome == Degraded {
+			c.keep(key, l.value, now)
+		}
 		b.give(key)(c.answer(ctx, key, l, lerr))
 	}
 }

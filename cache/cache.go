@@ -31,6 +31,9 @@ type Cache[V any] struct {
 	redis   *redisStore[V] // nil: process-local
 	local   *localStore[V] // nil: Redis
 	l1      *l1[V]         // nil when off
+	// kept holds values computed while Redis was unreachable (nil: off, or
+	// process-local mode); it is read only while Redis is unreachable.
+	kept *clockMap[V]
 	synced  atomic.Bool    // L1 may be filled: the invalidation channel is subscribed
 	id      string         // this instance, to skip its own invalidations
 	sf      singleflight.Group[loaded[V]]
@@ -94,6 +97,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
+	if opts.DegradedTTL > 0 {
+		c.kept = newClockMap[V](opts.MaxLocalEntries)
+	}
 	if opts.L1Size > 0 {
 		c.l1 = newL1[V](opts.L1Size, opts.L1TTL)
 		c.id = strconv.FormatUint(rand.Uint64(), 36)

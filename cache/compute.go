@@ -101,6 +101,31 @@ func (c *Cache[V]) computeDegraded(ctx context.Context, keys []string, fn batchF
 	return c.compute(ctx, keys, fn), nil
 }
 
+// keptEntry returns key's value computed while Redis was unreachable, if
+// one is still kept: fresh (answer it), or inside its StaleIfError window
+// (it may answer for a failing compute).
+func (c *Cache[V]) keptEntry(key string, now time.Time) (e entry[V], fresh, ok bool) {
+	if c.kept == nil {
+		return e, false, false
+	}
+	if e, ok = c.kept.get(key, now.UnixNano()); !ok {
+		return e, false, false
+	}
+	return e, now.Before(e.w.FreshUntil), true
+}
+
+// keep stores a value computed while Redis was unreachable, fresh for
+// DegradedTTL and then usable on error for StaleIfError.
+func (c *Cache[V]) keep(key string, v V, now time.Time) {
+	if c.kept == nil {
+		return
+	}
+	w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
+	w.StaleUntil = w.FreshUntil
+	w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
+	c.kept.put(key, entry[V]{value: v, w: w}, w.ErrorUntil.UnixNano())
+}
+
 // computeMeta carries what a compute function says about its own result.
 type computeMeta struct {
 	mu           sync.Mutex

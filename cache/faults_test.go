@@ -19,6 +19,13 @@ import (
 // package's Redis through a fault-injecting proxy.
 func proxied(t *testing.T, n int) (*faultproxy.Proxy, []*cache.Cache[string]) {
 	t.Helper()
+	return proxiedWith(t, n, cache.Options{})
+}
+
+// proxiedWith is proxied with opts for the caches (its namespace, breaker
+// and wait options are set here).
+func proxiedWith(t *testing.T, n int, opts cache.Options) (*faultproxy.Proxy, []*cache.Cache[string]) {
+	t.Helper()
 	p, err := faultproxy.New(redistest.Addr(t))
 	if err != nil {
 		t.Fatal(err)
@@ -30,8 +37,8 @@ func proxied(t *testing.T, n int) (*faultproxy.Proxy, []*cache.Cache[string]) {
 		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 			ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = rdb.Close() })
-		caches = append(caches, newCache[string](t, rdb, cache.Options{Namespace: ns, BreakerThreshold: 3,
-			BreakerCooldown: 20 * time.Millisecond, WaitTimeout: 2 * time.Second}))
+		opts.Namespace, opts.BreakerThreshold, opts.BreakerCooldown, opts.WaitTimeout = ns, 3, 20*time.Millisecond, 2*time.Second
+		caches = append(caches, newCache[string](t, rdb, opts))
 	}
 	return p, caches
 }
@@ -67,7 +74,7 @@ func TestFaultAddedLatency(t *testing.T) {
 	o := &origin[string]{value: "v", delay: 50 * time.Millisecond}
 	wrong, failed := storm(caches, 50, "k", o.fn, "v")
 	if wrong != 0 || failed != 0 || o.calls.Load() != 1 {
-		t.Fatalf("20ms added latency: wrong %d, errors %d, origin calls %d", wrong, failed, o.calls.Load())
+		t.Fatalf("20ms added latency: wrong %d, errors %d, origin calls %d; stats %+v", wrong, failed, o.calls.Load(), caches[0].Stats())
 	}
 }
 

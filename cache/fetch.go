@@ -152,11 +152,25 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 	return c.degraded(ctx, k, fn, prev)
 }
 
-// degraded computes one key without the store (Redis is unreachable).
+// degraded answers one key without the store (Redis is unreachable): from
+// what this process computed in the last DegradedTTL, or by computing it.
 func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *entry[V]) (loaded[V], error) {
+	now := c.now()
+	if e, fresh, ok := c.keptEntry(k.key, now); ok {
+		if fresh {
+			return e.loaded(Degraded), nil
+		}
+		if prev == nil {
+			prev = &e
+		}
+	}
 	r, err := c.computeDegraded(ctx, []string{k.key}, fn)
 	if err != nil {
 		return loaded[V]{}, err
 	}
-	return c.computedFor(k.key, r, prev, Degraded, c.now())
+	l, err := c.computedFor(k.key, r, prev, Degraded, c.now())
+	if err == nil && l.outcome == Degraded {
+		c.keep(k.key, l.value, c.now())
+	}
+	return l, err
 }

@@ -124,6 +124,13 @@ type Options struct {
 	// MaxLocalEntries bounds the process-local store of a Cache without
 	// Redis; beyond it, entries are evicted (CLOCK). Default: 100,000.
 	MaxLocalEntries int
+	// DegradedTTL is how long a value computed while Redis is unreachable
+	// answers again in this process (Outcome Degraded) before it is
+	// computed again; it is then kept for StaleIfError more to answer for a
+	// failing origin. These values live in a process-local store bounded by
+	// MaxLocalEntries, are only read while Redis is unreachable, and are
+	// never written to Redis. Default: min(TTL, 1s); negative turns it off.
+	DegradedTTL time.Duration
 	// MaxDegradedComputes caps concurrent compute functions per process while
 	// Redis is unreachable, so R replicas do not become a stampede of their
 	// own. Default: 0 (no cap).
@@ -169,6 +176,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.BreakerThreshold == 0 {
 		o.BreakerThreshold = 5
+	}
+	if o.DegradedTTL == 0 {
+		o.DegradedTTL = min(o.TTL, time.Second)
 	}
 	if o.FailSafeThrottle == 0 {
 		o.FailSafeThrottle = time.Second

@@ -1,0 +1,80 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stampede-go/stampede/cache"
+)
+
+// While Redis is unreachable a process computes a key at most once per
+// DegradedTTL, a value it computed answers for a failing origin within
+// StaleIfError, and when Redis is back the kept value never overrides
+// Redis' own.
+func TestDegradedKeepsWhatItComputed(t *testing.T) {
+	p, caches := proxied(t, 1)
+	c := caches[0]
+	clk := cache.NewClock()
+	clocked(clk, c)
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "in redis"); err != nil {
+		t.Fatal(err)
+	}
+	p.SetPartition(true)
+	waitFor(t, "the breaker to open", func() bool {
+		_, _, _ = c.Get(ctx, "other")
+		return c.Stats().BreakerOpen
+	})
+	var calls atomic.Int32
+	fn := func(context.Context) (string, error) { calls.Add(1); return "computed", nil }
+	for i := range 5 {
+		r, err := c.Fetch(ctx, "k", fn)
+		if err != nil || r.Value != "computed" || r.Outcome != cache.Degraded {
+			t.Fatalf("call %d during the outage: %+v %v", i, r, err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d computes within one DegradedTTL, want 1", n)
+	}
+	// Past DegradedTTL it is computed again.
+	clk.Advance(2 * time.Second)
+	r, err := c.Fetch(ctx, "k", fn)
+	if err != nil || r.Outcome != cache.Degraded || calls.Load() != 2 {
+		t.Fatalf("past DegradedTTL: %+v %v, %d computes", r, err, calls.Load())
+	}
+	p.SetPartition(false)
+	waitFor(t, "the breaker to close", func() bool {
+		_, _, _ = c.Get(ctx, "other")
+		return !c.Stats().BreakerOpen
+	})
+	if r, err := c.Fetch(ctx, "k", fn); err != nil || r.Value != "in redis" || r.Outcome != cache.Hit {
+		t.Fatalf("after the outage: %+v %v: Redis' value must win", r, err)
+	}
+}
+
+// A value kept while Redis is down answers for a failing origin inside its
+// StaleIfError window.
+func TestDegradedKeptValueAnswersOnError(t *testing.T) {
+	p, caches := proxiedWith(t, 1, cache.Options{StaleIfError: time.Hour})
+	c := caches[0]
+	clk := cache.NewClock()
+	clocked(clk, c)
+	ctx := context.Background()
+	p.SetPartition(true)
+	waitFor(t, "the breaker to open", func() bool {
+		_, _, _ = c.Get(ctx, "other")
+		return c.Stats().BreakerOpen
+	})
+	if r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "kept", nil }); err != nil || r.Outcome != cache.Degraded {
+		t.Fatalf("%+v %v", r, err)
+	}
+	clk.Advance(2 * time.Second)
+	down := errors.New("origin down")
+	r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "", down })
+	if err != nil || r.Value != "kept" || !errors.Is(r.Err, down) {
+		t.Fatalf("origin failing during the outage: %+v %v: want the kept value", r, err)
+	}
+}
