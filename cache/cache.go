@@ -33,13 +33,13 @@ type Cache[V any] struct {
 	l1      *l1[V]         // nil when off
 	// kept holds values computed while Redis was unreachable (nil: off, or
 	// process-local mode); it is read only while Redis is unreachable.
-	kept *clockMap[V]
-	synced  atomic.Bool    // L1 may be filled: the invalidation channel is subscribed
-	id      string         // this instance, to skip its own invalidations
-	sf      singleflight.Group[loaded[V]]
-	brk     breaker
-	sem     *semaphore.Weighted
-	stats   counters
+	kept   *clockMap[V]
+	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
+	id     string      // this instance, to skip its own invalidations
+	sf     singleflight.Group[loaded[V]]
+	brk    breaker
+	sem    *semaphore.Weighted
+	stats  counters
 
 	refreshing sync.Map // key -> struct{}: background work in flight
 	bgCtx      context.Context
