@@ -84,6 +84,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
 	}
 	e := entry[V]{value: v, w: c.policy.Write(c.now(), 0, rand.Float64())}
 	err := c.store.set(ctx, c.keysFor(key), e)
+	c.sf.Forget(key) // a load in flight may have read the old value: later calls start their own
 	if c.l1 != nil {
 		c.l1.invalidate(key)
 		if err == nil {
@@ -105,6 +106,7 @@ func (c *Cache[V]) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("cache: delete %q: %w", key, ErrUnavailable)
 	}
 	err := c.store.delete(ctx, c.keysFor(key))
+	c.sf.Forget(key) // a load in flight may have read the old value: later calls start their own
 	if c.l1 != nil {
 		c.l1.invalidate(key)
 	}

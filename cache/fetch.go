@@ -97,7 +97,10 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 	if !led && r.outcome == Miss {
 		r.outcome = Shared
 	}
-	if err == nil && r.cause == nil && r.outcome != Stale && r.outcome != Degraded && r.outcome != Fallback && !r.w.FreshUntil.IsZero() {
+	// Only the leader puts into L1: version is the leader's own, from
+	// before its read; a joiner's is from its own start, which may be after
+	// a write the load's read did not see.
+	if led && err == nil && r.cause == nil && r.outcome != Stale && r.outcome != Degraded && r.outcome != Fallback && !r.w.FreshUntil.IsZero() {
 		c.l1put(key, entry[V]{value: r.value, w: r.w, negative: r.negative}, version)
 	}
 	return c.answer(ctx, key, r, err)
