@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ func newCache[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options
 	t.Helper()
 	if opts.Namespace == "" {
 		opts.Namespace = redistest.Prefix(t)
+	}
+	if opts.Logger == nil { // the library logs to slog.Default by default: keep test output readable
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c, err := cache.New[V](rdb, opts)
 	if err != nil {

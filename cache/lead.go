@@ -182,6 +182,7 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 			e = *t.prev
 			e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 			c.stats.failSafe.Add(1)
+			c.logRare(ctx, slog.LevelWarn, "stampede: compute failed; the stale value answers for the fleet until the fail-safe throttle ends", t.k.key, t.res.cause)
 		default:
 			continue
 		}

@@ -101,9 +101,6 @@ func (c *Cache[V]) observe(ctx context.Context, e Event) {
 
 // logRare logs one of the rare events that an operator should see.
 func (c *Cache[V]) logRare(ctx context.Context, level slog.Level, msg string, key string, err error) {
-	if c.opts.Logger == nil {
-		return
-	}
 	attrs := []slog.Attr{slog.String("namespace", c.opts.Namespace), slog.String("key", key)}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))

@@ -118,8 +118,9 @@ type Options struct {
 	// (none, and no cost).
 	Observer Observer
 	// Logger logs the rare events an operator should see: a lease lost, a
-	// fill fenced out, a corrupt entry, the breaker opening and closing.
-	// Default: nil (no logs).
+	// fill fenced out, a corrupt entry, a value not stored, the fail-safe
+	// throttle engaging, the breaker opening and closing. Default:
+	// slog.Default(); slog.New(slog.DiscardHandler) turns logging off.
 	Logger *slog.Logger
 	// MaxLocalEntries bounds the process-local store of a Cache without
 	// Redis; beyond it, entries are evicted (CLOCK). Default: 100,000.
@@ -173,6 +174,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Codec == nil {
 		o.Codec = defaultCodec{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.BreakerThreshold == 0 {
 		o.BreakerThreshold = 5
