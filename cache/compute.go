@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -48,36 +47,22 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 	cctx = context.WithValue(cctx, computeMetaKey, meta)
 	c.stats.computes.Add(1)
 	start := time.Now()
-	done := make(chan computed[V], 1)
-	go func() {
-		var r computed[V]
-		normal := false
-		defer func() {
-			if !normal {
-				if p := recover(); p != nil {
-					r.err = &PanicError{Value: p, Stack: debug.Stack()}
-				} else {
-					r.err = singleflight.ErrGoexit
-				}
-			}
-			done <- r
-		}()
-		r.values, r.err = fn(cctx, keys)
-		normal = true
-	}()
+	done := singleflight.Go(cctx, func(ctx context.Context) (map[string]V, error) { return fn(ctx, keys) })
+	var o singleflight.Outcome[map[string]V]
 	select {
-	case r = <-done:
+	case o = <-done:
 	case <-cctx.Done():
 		select {
-		case r = <-done: // it did return in time
+		case o = <-done: // it did return in time
 		default:
 			if !errors.Is(cctx.Err(), context.DeadlineExceeded) {
-				r = <-done // cancelled, not timed out: fn is told, and we wait for it
+				o = <-done // cancelled, not timed out: fn is told, and we wait for it
 				break
 			}
-			r = computed[V]{err: fmt.Errorf("cache: compute of %q abandoned: %w", keys[0], context.Cause(cctx))}
+			o.Err = fmt.Errorf("cache: compute of %q abandoned: %w", keys[0], context.Cause(cctx))
 		}
 	}
+	r.values, r.err = o.Value, o.Err
 	r.took = time.Since(start)
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrUncacheable) {
 		c.stats.computeErrors.Add(1)

@@ -2,7 +2,6 @@ package singleflight
 
 import (
 	"context"
-	"runtime/debug"
 	"time"
 
 	xsf "golang.org/x/sync/singleflight"
@@ -65,22 +64,6 @@ func (g *Group[V]) call(ctx context.Context, fn func(context.Context) (V, error)
 	}
 	defer cancel()
 
-	done := make(chan outcome[V], 1)
-	go func() {
-		var o outcome[V]
-		normal := false
-		defer func() {
-			if !normal {
-				if r := recover(); r != nil {
-					o.err = &PanicError{Value: r, Stack: debug.Stack()}
-				} else {
-					o.err = ErrGoexit
-				}
-			}
-			done <- o
-		}()
-		o.v, o.err = fn(cctx)
-		normal = true
-	}()
-	return <-done
+	o := <-Go(cctx, fn)
+	return outcome[V]{v: o.Value, err: o.Err}
 }

@@ -282,3 +282,18 @@ func TestForgetStartsNewCall(t *testing.T) {
 	close(release)
 	<-done
 }
+
+// Go delivers exactly one outcome: the value, a *PanicError, or ErrGoexit.
+func TestGoDeliversEveryEnding(t *testing.T) {
+	ctx := context.Background()
+	if o := <-singleflight.Go(ctx, func(context.Context) (int, error) { return 7, nil }); o.Value != 7 || o.Err != nil {
+		t.Fatalf("value: %+v", o)
+	}
+	var pe *singleflight.PanicError
+	if o := <-singleflight.Go(ctx, func(context.Context) (int, error) { panic("boom") }); !errors.As(o.Err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+		t.Fatalf("panic: %+v", o)
+	}
+	if o := <-singleflight.Go(ctx, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil }); !errors.Is(o.Err, singleflight.ErrGoexit) {
+		t.Fatalf("Goexit: %+v", o)
+	}
+}
