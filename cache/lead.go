@@ -100,15 +100,16 @@ func (c *Cache[V]) leadDegraded(ctx context.Context, tasks []*task[V], fn batchF
 	}
 }
 
-// softTimeout reports whether SoftTimeout applies to tasks: every one of
-// them has a value that may answer for a failed compute.
+// softTimeout reports whether SoftTimeout applies to tasks: callers wait
+// for them (they are not a background refresh, whose after is set) and
+// every one of them has a value that may answer for a failed compute.
 func (c *Cache[V]) softTimeout(tasks []*task[V]) bool {
 	if c.opts.SoftTimeout <= 0 {
 		return false
 	}
 	now := c.now()
 	for _, t := range tasks {
-		if t.prev == nil || t.prev.negative || !t.prev.w.UsableOnError(now) {
+		if !t.after.IsZero() || t.prev == nil || t.prev.negative || !t.prev.w.UsableOnError(now) {
 			return false
 		}
 	}
