@@ -72,3 +72,9 @@ func varyNames(h http.Header) (names []string, star bool) {
 	slices.Sort(names)
 	return slices.Compact(names), star
 }
+
+// variantKey is the key of a variant: the key of the request with the vary
+// names of its marker, in the marker's generation.
+func variantKey(key, generation string) string {
+	return key + strconv.Itoa(len(generation)) + ":" + generation
+}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func request(host, path, rawQuery, lang string) *http.Request {
@@ -72,14 +73,22 @@ func TestParseCacheControl(t *testing.T) {
 	h.Add("Cache-Control", `public, max-age=60, s-maxage="120"`)
 	h.Add("Cache-Control", "stale-while-revalidate=30, stale-if-error=bogus, Private")
 	d := parseCacheControl(h)
-	if d.maxAge.Seconds() != 60 || d.sMaxAge.Seconds() != 120 || d.ttl().Seconds() != 120 ||
+	if d.maxAge.Seconds() != 60 || d.sMaxAge.Seconds() != 120 ||
 		d.staleWhileRevalidate.Seconds() != 30 || d.staleIfError != -1 || !d.private || d.noStore {
 		t.Fatalf("%+v", d)
 	}
-	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=99999999999999999999"}}); d.maxAge != -1 {
+	// RFC 9111 §1.2.2: a delta-seconds too large to represent saturates at 2^31.
+	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=99999999999999999999"}}); d.maxAge != (1<<31)*time.Second {
 		t.Fatalf("overflowing max-age: %v", d.maxAge)
 	}
-	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=-5"}}); d.maxAge != -1 {
-		t.Fatalf("negative max-age: %v", d.maxAge)
+	// An invalid lifetime makes the response stale, never fresh for the default TTL.
+	for _, v := range []string{"max-age=-5", "max-age=abc", "max-age="} {
+		if d := parseCacheControl(http.Header{"Cache-Control": {v}}); d.maxAge != 0 {
+			t.Fatalf("%s: %v", v, d.maxAge)
+		}
+	}
+	// The first occurrence of a directive counts (§4.2.1).
+	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=10, max-age=20"}}); d.maxAge != 10*time.Second {
+		t.Fatalf("duplicate max-age: %v", d.maxAge)
 	}
 }

@@ -1,0 +1,37 @@
+package middleware
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// write sends a complete response to r. A 200 goes through
+// http.ServeContent, which derives this request's own answer from the full
+// response: 304 for a matching If-None-Match or If-Modified-Since, 206 for
+// a Range, 412 for a failed If-Match or If-Unmodified-Since (RFC 9110 §13,
+// §14). The shared handler run never sees those headers (see detach).
+// resident is how long the response has been stored; Age adds it to the
+// response's age when stored (RFC 9111 §4.2.3, §5.1).
+func (h *handler) write(w http.ResponseWriter, r *http.Request, resp Response, status string, resident time.Duration) {
+	hdr := w.Header()
+	for k, v := range resp.Header {
+		hdr[k] = v
+	}
+	hdr.Set("Age", strconv.FormatInt(int64((ageValue(resp.Header)+resident)/time.Second), 10))
+	hdr.Set(h.opts.StatusHeader, status)
+	if resp.Status == http.StatusOK {
+		var modified time.Time
+		if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
+			modified = t
+		}
+		http.ServeContent(w, r, "", modified, bytes.NewReader(resp.Body))
+		return
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	w.WriteHeader(resp.Status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(resp.Body)
+	}
+}
