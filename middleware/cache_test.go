@@ -147,7 +147,9 @@ func TestStampedeAcrossInstances(t *testing.T) {
 		}
 		statuses[r.header.Get("X-Cache")]++
 	}
-	if statuses["MISS"] != 1 || statuses["SHARED"]+statuses["WAITED"] != n-1 {
+	// A replica whose leader takes the lease just after the fill released
+	// it reads the fill back (HIT for its requests): still one run.
+	if statuses["MISS"] != 1 || statuses["SHARED"]+statuses["WAITED"]+statuses["HIT"] != n-1 {
 		t.Fatalf("status headers %v", statuses)
 	}
 	// And then it is a hit everywhere, with an Age.
