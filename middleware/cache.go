@@ -215,10 +215,15 @@ func (f *fetch) setOwn(p *produced) {
 // records what it produced.
 func (f *fetch) compute(ctx context.Context) (Response, error) {
 	var live *lender
+	var prev *Response
 	if ctx.Value(fetchKey) == f {
 		live = f.live
+	} else {
+		// A background refresh: the entry it refreshes is still readable.
+		// (A request's own run computes a missing or expired entry, which
+		// reads back as none, so it does not pay for the read.)
+		prev = f.previous(ctx)
 	}
-	prev := f.previous(ctx)
 	req, validating := f.req, false
 	if prev != nil {
 		req, validating = conditional(f.req, *prev)

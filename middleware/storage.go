@@ -43,6 +43,10 @@ func (o *Options) storage(resp Response, now time.Time) verdict {
 	switch {
 	case resp.Status >= 500:
 		return verdict{reason: "5xx", shareable: true, failure: true}
+	case resp.Status == http.StatusNotModified || resp.Status == http.StatusPartialContent:
+		// The shared run is a plain GET; a handler that answers it like
+		// this answers one client's request, not the URL.
+		return notStorable("status "+strconv.Itoa(resp.Status)+" to a plain GET", false)
 	case d.noStore:
 		return notStorable("Cache-Control: no-store", false) // §5.2.2.5
 	case d.private:
