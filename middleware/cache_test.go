@@ -230,14 +230,7 @@ func TestPrivateResponsesAreNeverShared(t *testing.T) {
 			}}
 			srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
 			const n = 20
-			replies := make([]reply, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() { replies[i] = get(t, srv.URL+"/me", map[string]string{"X-Client": fmt.Sprint(i)}) })
-			}
-			leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", n, 10*time.Second)
-			close(h.release)
-			wg.Wait()
+			replies := clientsOnOneRun(t, srv.URL+"/me", n, h.release)
 			for i, r := range replies {
 				if !strings.HasPrefix(r.body, fmt.Sprintf("for client %d #", i)) {
 					t.Fatalf("client %d got %q", i, r.body)
@@ -389,35 +382,18 @@ func TestPanicAnd500StoreNothing(t *testing.T) {
 func TestCacheControlSetsTTLAndStaleWindows(t *testing.T) {
 	rdb := redistest.Client(t)
 	c := newResponses(t, rdb, cache.Options{TTL: time.Hour})
-	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
-		w.Header().Set("Cache-Control", r.URL.Query().Get("cc"))
-		fmt.Fprint(w, "x")
-	}}
-	srv := serve(t, c, middleware.Options{}, h)
-	cases := []struct {
-		cc       string
-		min, max time.Duration
-	}{
+	srv := serve(t, c, middleware.Options{}, headerHandler)
+	checkKeptFor(t, rdb, c, srv.URL+"/cc", []keptCase{
 		{"max-age=5", 4 * time.Second, 5 * time.Second},
 		{"max-age=5, s-maxage=20", 19 * time.Second, 20 * time.Second},
 		{"max-age=5, stale-while-revalidate=10", 14 * time.Second, 15 * time.Second},
 		{"max-age=5, stale-if-error=100", 104 * time.Second, 105 * time.Second},
 		{"public", 59 * time.Minute, time.Hour},
-	}
-	for _, tc := range cases {
-		path := "/cc?cc=" + strings.ReplaceAll(strings.ReplaceAll(tc.cc, " ", "+"), ",", "%2C")
-		get(t, srv.URL+path, nil)
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-		req.Host = host
-		key := middleware.Key(req, nil)
-		ttl := rdb.PTTL(context.Background(), "{"+c.Namespace()+":"+key+"}:v").Val()
-		if ttl < tc.min || ttl > tc.max {
-			t.Errorf("%q: kept %s, want [%s, %s]", tc.cc, ttl, tc.min, tc.max)
-		}
-	}
+	})
 	// max-age=0 is not stored.
-	get(t, srv.URL+"/cc?cc=max-age%3D0", nil)
-	if r := get(t, srv.URL+"/cc?cc=max-age%3D0", nil); r.header.Get("X-Cache") != "MISS" {
+	url := withHeaders(srv.URL+"/cc0", "Cache-Control: max-age=0")
+	get(t, url, nil)
+	if r := get(t, url, nil); r.header.Get("X-Cache") != "MISS" {
 		t.Fatalf("max-age=0 stored: %s", r.header.Get("X-Cache"))
 	}
 }
@@ -522,4 +498,19 @@ func TestNilCachePassesThrough(t *testing.T) {
 	if r := get(t, srv.URL+"/x", nil); r.header.Get("X-Cache") != "BYPASS" {
 		t.Fatal(r.header)
 	}
+}
+
+// clientsOnOneRun sends n concurrent requests for url, client i with
+// X-Client: i, and releases the handler once all of them wait in the cache.
+func clientsOnOneRun(t *testing.T, url string, n int, release chan struct{}) []reply {
+	t.Helper()
+	replies := make([]reply, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { replies[i] = get(t, url, map[string]string{"X-Client": fmt.Sprint(i)}) })
+	}
+	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", n, 10*time.Second)
+	close(release)
+	wg.Wait()
+	return replies
 }

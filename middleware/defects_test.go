@@ -290,16 +290,7 @@ func TestTooLargeToStoreIsNotShared(t *testing.T) {
 	}}
 	c := newResponses(t, redistest.Client(t), cache.Options{MaxValueBytes: 4096})
 	srv := serve(t, c, middleware.Options{}, h)
-	const n = 10
-	replies := make([]reply, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { replies[i] = get(t, srv.URL+"/big", map[string]string{"X-Client": fmt.Sprint(i)}) })
-	}
-	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", n, 10*time.Second)
-	close(h.release)
-	wg.Wait()
-	for i, r := range replies {
+	for i, r := range clientsOnOneRun(t, srv.URL+"/big", 10, h.release) {
 		if !strings.HasPrefix(r.body, fmt.Sprintf("for %d|", i)) {
 			t.Errorf("client %d got %.20q (%s)", i, r.body, r.header.Get("X-Cache"))
 		}

@@ -141,19 +141,28 @@ func TestRevalidationDirectivesForbidStale(t *testing.T) {
 	rdb := redistest.Client(t)
 	c := newResponses(t, rdb, cache.Options{})
 	srv := serve(t, c, middleware.Options{Stale: time.Hour, StaleIfError: 2 * time.Hour}, headerHandler)
-	cases := []struct {
-		cc       string
-		min, max time.Duration
-	}{
+	checkKeptFor(t, rdb, c, srv.URL+"/rv", []keptCase{
 		{"max-age=5, must-revalidate", 4 * time.Second, 5 * time.Second},
 		{"max-age=5, proxy-revalidate", 4 * time.Second, 5 * time.Second},
 		{"max-age=5, must-revalidate, stale-while-revalidate=60", 4 * time.Second, 5 * time.Second},
 		{"s-maxage=5", 4 * time.Second, 5 * time.Second},
 		{"s-maxage=5, stale-while-revalidate=10", 14 * time.Second, 15 * time.Second},
 		{"max-age=5", 2*time.Hour + 4*time.Second, 2*time.Hour + 5*time.Second},
-	}
+	})
+}
+
+// keptCase is a Cache-Control and how long Redis must keep its response.
+type keptCase struct {
+	cc       string
+	min, max time.Duration
+}
+
+// checkKeptFor stores one response per case under base and checks how
+// long Redis keeps it: its fresh window plus its stale windows.
+func checkKeptFor(t *testing.T, rdb redis.UniversalClient, c *cache.Cache[middleware.Response], base string, cases []keptCase) {
+	t.Helper()
 	for i, tc := range cases {
-		url := withHeaders(fmt.Sprintf("%s/rv%d", srv.URL, i), "Cache-Control: "+tc.cc)
+		url := withHeaders(fmt.Sprint(base, i), "Cache-Control: "+tc.cc)
 		get(t, url, nil)
 		if kept := keptFor(t, rdb, c, url); kept < tc.min || kept > tc.max {
 			t.Errorf("%q: kept %s, want [%s, %s]", tc.cc, kept, tc.min, tc.max)
