@@ -385,14 +385,7 @@ func (h *handler) run(ctx context.Context, req *http.Request, live *lender) (Res
 			return Response{}, fmt.Errorf("middleware: handler: %w", context.Cause(ctx))
 		}
 	}
-	resp, streamed, panicked := rec.result()
-	switch {
-	case streamed:
-		return Response{}, &notStored{reason: "streamed to its client"}
-	case panicked != nil:
-		return Response{}, panicked
-	}
-	return resp, nil
+	return rec.result()
 }
 
 // missing returns the names not in have (both sorted).

@@ -557,3 +557,42 @@ func TestHeadWithChi(t *testing.T) {
 		t.Fatalf("HEAD without GetHead: %d", r.status)
 	}
 }
+
+// A response that must stream (here: over MaxBodyBytes) when its client
+// has left has nowhere to go: the handler's writes fail and nothing (no
+// prefix) is stored.
+func TestStreamWithoutClientStoresNothing(t *testing.T) {
+	big := strings.Repeat("0123456789", 10_000)
+	var failed atomic.Int32
+	h := &counting{release: make(chan struct{}), write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		for i := 0; i < len(big); i += 1000 {
+			if _, err := io.WriteString(w, big[i:i+1000]); err != nil {
+				failed.Add(1)
+				return
+			}
+		}
+	}}
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{MaxBodyBytes: 4096}, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/big", nil)
+	req.Host = host
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 1, 10*time.Second)
+	cancel() // the client leaves before the handler writes
+	<-done
+	waitFramesGone(t, "middleware.(*handler).ServeHTTP(")
+	close(h.release)
+	waitFramesGone(t, "middleware_test.(*counting).ServeHTTP(")
+	if failed.Load() != 1 {
+		t.Fatalf("the handler's writes did not fail: %d", failed.Load())
+	}
+	if r := get(t, srv.URL+"/big", nil); r.header.Get("X-Cache") != "MISS" || r.body != big {
+		t.Fatalf("after: %s, %d bytes", r.header.Get("X-Cache"), len(r.body))
+	}
+}

@@ -164,16 +164,20 @@ func (rec *recorder) finish(p *handlerPanic) {
 	rec.mu.Unlock()
 }
 
-// result is the recorded response; streamed reports that it went to the
-// client instead. panicked is meaningful once the handler has returned.
-func (rec *recorder) result() (resp Response, streamed bool, panicked *handlerPanic) {
+// result is the recorded response, or why there is none: it streamed to
+// the client (or had no client to stream to), or the handler panicked.
+// Call it once the handler has returned or the response streams.
+func (rec *recorder) result() (Response, error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if rec.out != nil {
-		return Response{}, true, nil
-	}
-	if rec.panicked != nil {
-		return Response{}, false, rec.panicked
+	switch {
+	case rec.out != nil:
+		return Response{}, &notStored{reason: "streamed to its client"}
+	case rec.err != nil:
+		// What was recorded is only a prefix: the rest had nowhere to go.
+		return Response{}, &notStored{reason: "streamed, with no client to stream to"}
+	case rec.panicked != nil:
+		return Response{}, rec.panicked
 	}
 	status, hdr := rec.status, rec.sent
 	if status == 0 { // the handler wrote nothing
@@ -182,7 +186,7 @@ func (rec *recorder) result() (resp Response, streamed bool, panicked *handlerPa
 	for _, name := range hopByHop {
 		hdr.Del(name)
 	}
-	return Response{Status: status, Header: hdr, Body: bytes.Clone(rec.body.Bytes())}, false, nil
+	return Response{Status: status, Header: hdr, Body: bytes.Clone(rec.body.Bytes())}, nil
 }
 
 // waitStreamed waits for the handler whose response streams to the
