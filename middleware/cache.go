@@ -128,6 +128,8 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced,
 		// Not shareable, or not stored: only the run that made it may
 		// answer with it. Run the handler for this request.
 		h.bypass(w, r)
+	case errors.Is(err, cache.ErrInvalidKey), errors.Is(err, cache.ErrClosed):
+		h.bypass(w, r) // a URL too long to key, or a cache shut down: no cache, still an answer
 	default:
 		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
 	}
@@ -308,7 +310,11 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 			h.logFailure(f.req, "marker not updated", err)
 		}
 	}
+	// A marker holds no content, only where the variants are: it lives at
+	// least the cache's TTL, so that the variants of other header values,
+	// stored later, are not orphaned when the first one expires.
 	windows(ctx)
+	cache.SetTTL(ctx, max(v.fresh, h.c.Policy().TTL))
 	return marker, resp, nil
 }
 

@@ -514,3 +514,14 @@ func clientsOnOneRun(t *testing.T, url string, n int, release chan struct{}) []r
 	wg.Wait()
 	return replies
 }
+
+// A URL too long for the cache's MaxKeyBytes is answered by the handler,
+// not with an error.
+func TestKeyTooLongBypasses(t *testing.T) {
+	h := &counting{}
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{MaxKeyBytes: 64}), middleware.Options{}, h)
+	r := get(t, srv.URL+"/long?q="+strings.Repeat("a", 100), nil)
+	if r.status != http.StatusOK || r.header.Get("X-Cache") != "BYPASS" || !strings.HasPrefix(r.body, "run 1 ") {
+		t.Fatalf("%d %s %q", r.status, r.header.Get("X-Cache"), r.body)
+	}
+}
