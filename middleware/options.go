@@ -17,7 +17,8 @@ type Options struct {
 	// top of those named by responses' Vary. Default: none.
 	VaryHeaders []string
 	// Statuses are the status codes that are stored. Default: 200, 203, 301,
-	// 404, 410. A 5xx is never stored, whatever this says.
+	// 404, 410; with DeclaredFreshnessOnly, any final status (RFC 9111 §3).
+	// A 5xx is never stored, whatever this says, nor a 206 or 304.
 	Statuses []int
 	// TTL is the route's freshness lifetime for responses that declare none
 	// (no s-maxage, max-age or Expires). Default: the cache's TTL.
@@ -58,7 +59,7 @@ func (o *Options) setDefaults() {
 	if o.Key == nil {
 		o.Key = Key
 	}
-	if len(o.Statuses) == 0 {
+	if len(o.Statuses) == 0 && !o.DeclaredFreshnessOnly {
 		o.Statuses = []int{http.StatusOK, http.StatusNonAuthoritativeInfo, http.StatusMovedPermanently, http.StatusNotFound, http.StatusGone}
 	}
 	if o.MaxBodyBytes <= 0 {

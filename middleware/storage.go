@@ -57,7 +57,7 @@ func (o *Options) storage(resp Response, now time.Time) verdict {
 		return notStorable("Set-Cookie", false) // one client's state (RFC 9111 §7.3)
 	case star:
 		return notStorable("Vary: *", false) // §4.1: always fails to match
-	case !slices.Contains(o.Statuses, resp.Status):
+	case len(o.Statuses) > 0 && !slices.Contains(o.Statuses, resp.Status):
 		return notStorable("status "+strconv.Itoa(resp.Status), true)
 	}
 	v := verdict{fresh: -1, staleFor: d.staleWhileRevalidate, staleIfError: d.staleIfError}

@@ -47,6 +47,8 @@ func TestStorageRules(t *testing.T) {
 		{"status not configured", 302, http.Header{}, Options{}, want{false, true, 0, 0, 0}},
 		{"max-age=0", 200, http.Header{"Cache-Control": {"max-age=0"}}, Options{}, want{false, true, 0, 0, 0}},
 		{"stale on arrival", 200, http.Header{"Cache-Control": {"max-age=60"}, "Age": {"61"}}, Options{}, want{false, true, 0, 0, 0}},
+		{"declared only: any final status", 302, http.Header{"Cache-Control": {"max-age=5"}}, Options{DeclaredFreshnessOnly: true}, want{true, false, 5 * s, 0, 0}},
+		{"declared only: configured statuses", 302, http.Header{"Cache-Control": {"max-age=5"}}, Options{DeclaredFreshnessOnly: true, Statuses: []int{200}}, want{false, true, 0, 0, 0}},
 		{"declared only: none declared", 200, http.Header{"Cache-Control": {"public"}}, Options{DeclaredFreshnessOnly: true}, want{false, true, 0, 0, 0}},
 		{"declared only: no route windows", 200, http.Header{"Cache-Control": {"max-age=5"}}, Options{DeclaredFreshnessOnly: true, Stale: time.Hour}, want{true, false, 5 * s, 0, 0}},
 	}
