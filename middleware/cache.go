@@ -67,12 +67,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.bypass(w, r)
 		return
 	}
-	d := detach(r)
-	urlKey := h.opts.Key(d, h.opts.VaryHeaders)
-	f := &fetch{h: h, req: d, key: urlKey, urlKey: urlKey, vary: h.opts.VaryHeaders}
+	kr := keyRequest(r)
+	urlKey := h.opts.Key(kr, h.opts.VaryHeaders)
+	f := &fetch{h: h, tmpl: &template{src: r}, key: urlKey, urlKey: urlKey, vary: h.opts.VaryHeaders}
 	for hop := 0; ; hop++ {
 		f.live = &lender{w: w, statusHeader: h.opts.StatusHeader}
 		res, err := h.c.Fetch(context.WithValue(r.Context(), fetchKey, f), f.key, f.compute)
+		if err != nil || res.Outcome == cache.Stale || (res.Outcome == cache.Hit && h.c.Policy().Beta > 0) {
+			// The compute may run after this request returns (a
+			// background refresh, or a run its departed client started):
+			// it needs its copy of the request now.
+			f.tmpl.get()
+		}
 		if streaming := f.live.takeBack(); streaming != nil {
 			streaming.waitStreamed(r.Context()) // the response went to the client as the handler wrote it
 			return
@@ -84,7 +90,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// A marker: the responses vary on request headers; look up this
 		// request's variant.
-		next := f.follow(res.Value)
+		next := f.follow(kr, res.Value)
 		if next.key == f.key || hop == maxMarkerHops {
 			h.bypass(w, r) // a marker pointing at itself: leave the cache out of it
 			return
@@ -169,7 +175,7 @@ var fetchKey = &struct{ name string }{"middleware fetch"}
 // shared with the request's other fetches or with other requests.
 type fetch struct {
 	h          *handler
-	req        *http.Request // detached (see detach)
+	tmpl       *template // the request, detached (see detach)
 	key        string
 	urlKey     string   // the key of the request's URL, where its marker lives
 	vary       []string // the request headers in key
@@ -186,11 +192,23 @@ type produced struct {
 	panicked *handlerPanic
 }
 
-// follow returns the fetch of the variant a marker points to.
-func (f *fetch) follow(marker Response) *fetch {
+// follow returns the fetch of the variant a marker points to; kr is the
+// request to key.
+func (f *fetch) follow(kr *http.Request, marker Response) *fetch {
 	vary := union(f.h.opts.VaryHeaders, marker.VaryOn)
-	key := variantKey(f.h.opts.Key(f.req, vary), marker.Generation)
-	return &fetch{h: f.h, req: f.req, key: key, urlKey: f.urlKey, vary: vary, generation: marker.Generation}
+	key := variantKey(f.h.opts.Key(kr, vary), marker.Generation)
+	return &fetch{h: f.h, tmpl: f.tmpl, key: key, urlKey: f.urlKey, vary: vary, generation: marker.Generation}
+}
+
+// keyRequest is the request whose key r uses: r, as a GET when r is a
+// HEAD (HEAD is answered from the GET entry).
+func keyRequest(r *http.Request) *http.Request {
+	if r.Method != http.MethodHead {
+		return r
+	}
+	g := r.WithContext(r.Context())
+	g.Method = http.MethodGet
+	return g
 }
 
 // ownResult returns what this fetch's own run produced, when the Fetch's
@@ -226,9 +244,9 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 		// reads back as none, so it does not pay for the read.)
 		prev = f.previous(ctx)
 	}
-	req, validating := f.req, false
+	req, validating := f.tmpl.get(), false
 	if prev != nil {
-		req, validating = conditional(f.req, *prev)
+		req, validating = conditional(req, *prev)
 	}
 	resp, err := f.h.run(ctx, req, live)
 	var hp *handlerPanic
@@ -294,12 +312,12 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	if generation == "" {
 		generation = strconv.FormatUint(rand.Uint64(), 36)
 	}
-	vkey := variantKey(h.opts.Key(f.req, full), generation)
+	vkey := variantKey(h.opts.Key(f.tmpl.get(), full), generation)
 	if _, err := h.c.Fetch(ctx, vkey, func(ctx context.Context) (Response, error) {
 		windows(ctx)
 		return resp, nil
 	}); err != nil {
-		h.logFailure(f.req, "response not stored", err)
+		h.logFailure(f.tmpl.get(), "response not stored", err)
 		return Response{}, resp, &notStored{reason: "variant not stored: " + err.Error()}
 	}
 	marker := Response{VaryOn: full, Generation: generation}
@@ -307,7 +325,7 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		// The URL's marker learns the longer list (its entry keeps the
 		// cache's TTL); until then this key's marker leads there.
 		if err := h.c.Set(ctx, f.urlKey, marker); err != nil {
-			h.logFailure(f.req, "marker not updated", err)
+			h.logFailure(f.tmpl.get(), "marker not updated", err)
 		}
 	}
 	// A marker holds no content, only where the variants are: it lives at

@@ -21,10 +21,12 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, resp Response, s
 	}
 	hdr.Set("Age", strconv.FormatInt(int64((ageValue(resp.Header)+resident)/time.Second), 10))
 	hdr.Set(h.opts.StatusHeader, status)
-	if resp.Status == http.StatusOK {
+	if resp.Status == http.StatusOK && conditionalRequest(r) {
 		var modified time.Time
-		if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
-			modified = t
+		if lm := resp.Header.Get("Last-Modified"); lm != "" {
+			if t, err := http.ParseTime(lm); err == nil {
+				modified = t
+			}
 		}
 		http.ServeContent(w, r, "", modified, bytes.NewReader(resp.Body))
 		return
@@ -34,4 +36,15 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, resp Response, s
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(resp.Body)
 	}
+}
+
+// conditionalRequest reports whether r has a header that can change its
+// answer from the full response (see requestConditionals).
+func conditionalRequest(r *http.Request) bool {
+	for _, name := range requestConditionals {
+		if _, ok := r.Header[name]; ok {
+			return true
+		}
+	}
+	return false
 }

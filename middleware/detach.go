@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -17,6 +18,24 @@ import (
 // answer 304, 206 or 412: a shared run is a plain GET, and each request's
 // own answer is derived from the full response (see write).
 var requestConditionals = []string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range", "Range"}
+
+// template is the detached copy of a request, made on first use: a hit,
+// which runs no handler, does not pay for it. Whoever may leave a handler
+// run behind (a background refresh, a run a departed client started) must
+// call get before the request returns.
+type template struct {
+	once sync.Once
+	src  *http.Request // the request, until copied
+	req  *http.Request
+}
+
+// get returns the detached request (see detach).
+func (t *template) get() *http.Request {
+	t.once.Do(func() {
+		t.req, t.src = detach(t.src), nil
+	})
+	return t.req
+}
 
 // detach returns the request that r's handler runs work on: a plain GET
 // (HEAD stores the body a later GET needs) with r's routing state copied,
