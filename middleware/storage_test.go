@@ -85,3 +85,26 @@ func TestFreshen(t *testing.T) {
 		t.Fatal("the stored response was modified")
 	}
 }
+
+// FuzzCacheControl: parsing any Cache-Control never panics, and lifetimes
+// are absent (-1) or within [0, 2^31 s].
+func FuzzCacheControl(f *testing.F) {
+	for _, s := range []string{"max-age=60", `s-maxage="120", private`, "max-age=-1, max-age=5", "stale-while-revalidate=99999999999999999999", "no-store,,=,", "max-age"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cc string) {
+		d := parseCacheControl(http.Header{"Cache-Control": {cc}})
+		for _, v := range []time.Duration{d.maxAge, d.sMaxAge, d.staleWhileRevalidate, d.staleIfError} {
+			if v != -1 && (v < 0 || v > maxDeltaSeconds*time.Second) {
+				t.Fatalf("%q: %v", cc, v)
+			}
+		}
+		var o Options
+		o.setDefaults()
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		v := o.storage(Response{Status: 200, Header: http.Header{"Cache-Control": {cc}, "Expires": {cc}, "Age": {cc}, "Date": {cc}}}, now)
+		if v.reason == "" && v.fresh != -1 && v.fresh < time.Millisecond {
+			t.Fatalf("%q: stored with %v fresh", cc, v.fresh)
+		}
+	})
+}
