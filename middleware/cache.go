@@ -63,7 +63,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodHead,
 		!h.opts.CacheAuthorized && r.Header.Get("Authorization") != "",
-		r.Header.Get("Upgrade") != "":
+		r.Header.Get("Upgrade") != "",
+		// Nothing of a no-store request or its response may be stored
+		// (RFC 9111 §5.2.1.5); like Authorization, it costs its sender a
+		// handler run of its own.
+		r.Header.Get("Cache-Control") != "" && parseCacheControl(r.Header).noStore:
 		h.bypass(w, r)
 		return
 	}

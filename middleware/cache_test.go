@@ -264,6 +264,19 @@ func TestAuthorizationPassesThrough(t *testing.T) {
 	}
 }
 
+// RFC 9111 §5.2.1.5: nothing of a no-store request, or its response, is
+// stored.
+func TestRequestNoStorePassesThrough(t *testing.T) {
+	h := &counting{}
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
+	if r := get(t, srv.URL+"/ns", map[string]string{"Cache-Control": "no-store"}); r.header.Get("X-Cache") != "BYPASS" {
+		t.Fatalf("no-store request: %s", r.header.Get("X-Cache"))
+	}
+	if r := get(t, srv.URL+"/ns", nil); r.header.Get("X-Cache") != "MISS" || h.runs.Load() != 2 {
+		t.Fatalf("after a no-store request: %s, %d runs", r.header.Get("X-Cache"), h.runs.Load())
+	}
+}
+
 func TestOtherMethodsPassThrough(t *testing.T) {
 	h := &counting{}
 	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
