@@ -89,6 +89,10 @@ func waitFramesGone(t *testing.T, frame string) {
 	}
 }
 
+// backgroundFrame is in the stack of the cache's background work (a
+// refresh) from the moment its goroutine exists until it ends.
+const backgroundFrame = "cache.(*Cache[...]).goBackground"
+
 // churn sends n concurrent requests to the uncached route, so that the
 // router hands the route contexts of finished requests to new ones.
 func churn(t *testing.T, base string, n int) {
@@ -197,7 +201,7 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 			h.gate.Store(nil)
 			close(gate)
 			waitFramesGone(t, parkFrame)
-			waitFramesGone(t, "refreshAsync")
+			waitFramesGone(t, backgroundFrame)
 			replica := newResponses(t, redistest.Client(t), cache.Options{Namespace: ns})
 			for i := range n {
 				body, found := storedBody(t, replica, fmt.Sprintf("%s/reports/%d", srv.URL, i))

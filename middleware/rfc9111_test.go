@@ -281,7 +281,7 @@ func TestConditionalRefresh(t *testing.T) {
 			t.Fatalf("before the refresh: %s", r.header.Get("X-Cache"))
 		}
 	}
-	waitFramesGone(t, "refreshAsync")
+	waitFramesGone(t, backgroundFrame)
 	if full.Load() != 1 || notModified.Load() != 1 || sawINM.Load() != `"v1"` || sawIMS.Load() != "Fri, 02 Jan 2026 03:04:05 GMT" {
 		t.Fatalf("full %d, 304 %d, If-None-Match %v, If-Modified-Since %v", full.Load(), notModified.Load(), sawINM.Load(), sawIMS.Load())
 	}
@@ -300,7 +300,7 @@ func TestConditionalRefresh(t *testing.T) {
 	get(t, srv2.URL+"/doc", nil)
 	for get(t, srv2.URL+"/doc", nil).header.Get("X-Cache") != "STALE" {
 	}
-	waitFramesGone(t, "refreshAsync")
+	waitFramesGone(t, backgroundFrame)
 	if h2.runs.Load() != 2 || sawINM.Load() != "" {
 		t.Fatalf("runs %d, If-None-Match %q", h2.runs.Load(), sawINM.Load())
 	}
