@@ -66,6 +66,16 @@ var routers = map[string]struct {
 			return r
 		},
 	},
+	"chi-use": { // on the router: the run routes on its own copy of the route context
+		param: func(r *http.Request) string { return chi.URLParam(r, "id") },
+		mount: func(mw func(http.Handler) http.Handler, h http.Handler) http.Handler {
+			r := chi.NewRouter()
+			r.Use(mw)
+			r.Get("/reports/{id}", h.ServeHTTP)
+			r.Get("/other/{x}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, chi.URLParam(r, "x")) })
+			return r
+		},
+	},
 	"servemux": {
 		param: func(r *http.Request) string { return r.PathValue("id") },
 		mount: func(mw func(http.Handler) http.Handler, h http.Handler) http.Handler {
