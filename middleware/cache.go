@@ -340,28 +340,6 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	return marker, resp, nil
 }
 
-// conditional returns a copy of the detached request d that asks the
-// handler to validate a stored response with the validators the handler
-// gave it (not an ETag the middleware made up); validating is false, and
-// d returned, when it has none.
-func conditional(d *http.Request, stored Response) (c *http.Request, validating bool) {
-	etag, lastModified := stored.Header.Get("ETag"), stored.Header.Get("Last-Modified")
-	if etag == contentETag(stored.Body) {
-		etag = ""
-	}
-	if etag == "" && lastModified == "" {
-		return d, false
-	}
-	c = d.Clone(d.Context())
-	if etag != "" {
-		c.Header.Set("If-None-Match", etag)
-	}
-	if lastModified != "" {
-		c.Header.Set("If-Modified-Since", lastModified)
-	}
-	return c, true
-}
-
 // notStored carries a response that must not be stored: a shareable one
 // goes to every caller of the shared compute, the others only to the
 // request whose run produced it. failure marks a 5xx, for which a stale

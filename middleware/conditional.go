@@ -1,5 +1,9 @@
 package middleware
 
+// Conditional requests both ways: each request's own validators and ranges
+// answered from a full response (write), and a stored response's
+// validators sent to the handler when it is refreshed (conditional).
+
 import (
 	"bytes"
 	"net/http"
@@ -47,4 +51,26 @@ func conditionalRequest(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// conditional returns a copy of the detached request d that asks the
+// handler to validate a stored response with the validators the handler
+// gave it (not an ETag the middleware made up); validating is false, and
+// d returned, when it has none.
+func conditional(d *http.Request, stored Response) (c *http.Request, validating bool) {
+	etag, lastModified := stored.Header.Get("ETag"), stored.Header.Get("Last-Modified")
+	if etag == contentETag(stored.Body) {
+		etag = ""
+	}
+	if etag == "" && lastModified == "" {
+		return d, false
+	}
+	c = d.Clone(d.Context())
+	if etag != "" {
+		c.Header.Set("If-None-Match", etag)
+	}
+	if lastModified != "" {
+		c.Header.Set("If-Modified-Since", lastModified)
+	}
+	return c, true
 }
