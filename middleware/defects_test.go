@@ -252,38 +252,58 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 // store) reaches only the request whose handler run produced it, also
 // when the URL's marker and the variant are fetched by different runs.
 func TestNonShareableResponsesStayWithTheirRequest(t *testing.T) {
-	// Each page names the client it was made for; cookie-less clients get a
-	// session cookie naming them too. The page is larger than the cache
-	// stores (MaxValueBytes 4 KiB), but under MaxBodyBytes.
-	page := func(w http.ResponseWriter, r *http.Request, n int32) {
-		w.Header().Set("Vary", "Accept-Language")
-		client := r.Header.Get("X-Client")
-		if _, err := r.Cookie("session"); err != nil {
-			http.SetCookie(w, &http.Cookie{Name: "session", Value: "for-" + client})
-		}
-		fmt.Fprintf(w, "page for %s|%s", client, strings.Repeat("x", 8000))
+	cases := []struct {
+		name       string
+		clients    int
+		body       int // bytes of padding
+		maxValue   int // the cache's MaxValueBytes (0: NewCache's default)
+		storedPage bool
+	}{
+		// The page is larger than the cache stores, but under MaxBodyBytes:
+		// nothing is stored, every page goes to its own client.
+		{"too-large-to-store/clients=2", 2, 8000, 4096, false},
+		{"too-large-to-store/clients=60", 60, 8000, 4096, false},
+		// Default options, a page of 1 MiB - 100 B (the case): the
+		// cookie clients' page is stored and shared; a Set-Cookie page never.
+		{"defaults/1MiB-100B", 6, 1<<20 - 100, 0, true},
 	}
-	for _, clients := range []int{2, 60} {
-		t.Run(fmt.Sprint("clients=", clients), func(t *testing.T) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Each page names the client it was made for; cookie-less
+			// clients get a session cookie naming them too.
+			h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+				w.Header().Set("Vary", "Accept-Language")
+				client := r.Header.Get("X-Client")
+				if _, err := r.Cookie("session"); err != nil {
+					http.SetCookie(w, &http.Cookie{Name: "session", Value: "for-" + client})
+					client = "anonymous " + client
+				}
+				fmt.Fprintf(w, "page for %s|%s", client, strings.Repeat("x", tc.body))
+			}}
 			ns := redistest.Prefix(t)
-			h := &counting{write: page}
 			var urls []string
 			for range 2 {
-				c := newResponses(t, redistest.Client(t), cache.Options{Namespace: ns, MaxValueBytes: 4096})
+				c := newResponses(t, redistest.Client(t), cache.Options{Namespace: ns, MaxValueBytes: tc.maxValue})
 				urls = append(urls, serve(t, c, middleware.Options{}, h).URL)
 			}
 			for round := range 3 {
 				var wg sync.WaitGroup
-				for i := range clients {
+				for i := range tc.clients {
 					wg.Go(func() {
 						client := fmt.Sprintf("c%d-%d", round, i)
 						hdr := map[string]string{"X-Client": client, "Accept-Language": "en"}
+						own := "page for anonymous " + client + "|"
 						if i%2 == 1 {
 							hdr["Cookie"] = "session=mine"
+							own = "page for " + client + "|"
 						}
 						r := get(t, urls[i%2]+fmt.Sprintf("/page?r=%d", round), hdr)
-						if !strings.HasPrefix(r.body, "page for "+client+"|") {
-							t.Errorf("%s got %.30q (%s)", client, r.body, r.header.Get("X-Cache"))
+						switch {
+						case strings.HasPrefix(r.body, own):
+						case !tc.storedPage, strings.HasPrefix(r.body, "page for anonymous "):
+							// Another client's page is a stored one, and never one
+							// that came with a Set-Cookie.
+							t.Errorf("%s got %.40q (%s)", client, r.body, r.header.Get("X-Cache"))
 						}
 						if sc := r.header.Get("Set-Cookie"); sc != "" && (hdr["Cookie"] != "" || !strings.Contains(sc, "for-"+client)) {
 							t.Errorf("%s (cookie %q) got Set-Cookie %q", client, hdr["Cookie"], sc)
