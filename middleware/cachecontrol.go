@@ -9,14 +9,21 @@ import (
 
 // directives are the Cache-Control response directives the middleware acts on.
 type directives struct {
-	noStore, private, noCache bool
-	maxAge, sMaxAge           time.Duration // -1 when absent
-	staleWhileRevalidate      time.Duration // -1 when absent
-	staleIfError              time.Duration // -1 when absent
+	noStore, private, noCache       bool
+	mustRevalidate, proxyRevalidate bool
+	maxAge, sMaxAge                 time.Duration // -1 when absent; 0 when invalid (stale)
+	staleWhileRevalidate            time.Duration // -1 when absent or invalid
+	staleIfError                    time.Duration // -1 when absent or invalid
 }
 
 func parseCacheControl(h http.Header) directives {
 	d := directives{maxAge: -1, sMaxAge: -1, staleWhileRevalidate: -1, staleIfError: -1}
+	// The first occurrence of a directive counts (RFC 9111 §4.2.1).
+	first := func(dst *time.Duration, v time.Duration) {
+		if *dst == -1 {
+			*dst = v
+		}
+	}
 	for _, line := range h.Values("Cache-Control") {
 		for _, part := range strings.Split(line, ",") {
 			name, value, _ := strings.Cut(strings.TrimSpace(part), "=")
@@ -29,35 +36,37 @@ func parseCacheControl(h http.Header) directives {
 				d.private = true
 			case "no-cache":
 				d.noCache = true
+			case "must-revalidate":
+				d.mustRevalidate = true
+			case "proxy-revalidate":
+				d.proxyRevalidate = true
 			case "max-age":
-				d.maxAge = seconds(value)
+				first(&d.maxAge, max(seconds(value), 0)) // an invalid lifetime makes the response stale
 			case "s-maxage":
-				d.sMaxAge = seconds(value)
+				first(&d.sMaxAge, max(seconds(value), 0))
 			case "stale-while-revalidate":
-				d.staleWhileRevalidate = seconds(value)
+				first(&d.staleWhileRevalidate, seconds(value))
 			case "stale-if-error":
-				d.staleIfError = seconds(value)
+				first(&d.staleIfError, seconds(value))
 			}
 		}
 	}
 	return d
 }
 
-// seconds parses a delta-seconds value; -1 when malformed.
+// maxDeltaSeconds is where a delta-seconds value saturates (RFC 9111
+// §1.2.2: 2^31 or the greatest integer the cache can represent).
+const maxDeltaSeconds = 1 << 31
+
+// seconds parses a delta-seconds value, saturating at 2^31 s; -1 when
+// malformed.
 func seconds(s string) time.Duration {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
 		return -1
 	}
-	const maxSeconds = int64(1<<63-1) / int64(time.Second)
-	return time.Duration(min(n, maxSeconds)) * time.Second
-}
-
-// ttl is the shared-cache freshness lifetime: s-maxage over max-age; -1 when
-// the response names neither.
-func (d directives) ttl() time.Duration {
-	if d.sMaxAge >= 0 {
-		return d.sMaxAge
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > maxDeltaSeconds { // only a range error is left: the value overflowed
+		n = maxDeltaSeconds
 	}
-	return d.maxAge
+	return time.Duration(n) * time.Second
 }

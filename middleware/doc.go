@@ -2,31 +2,42 @@
 // [cache.Cache], so that when an entry expires only the first request in the
 // whole fleet runs the handler and the rest are served its result (or the
 // stale one). Its middleware is a plain func(http.Handler) http.Handler, so
-// it works with net/http and with chi (r.Use, r.With).
+// it works with net/http and with chi (r.Use, r.With; add chi's GetHead to
+// the router for HEAD on GET routes).
 //
 //	responses, _ := middleware.NewCache(rdb, cache.Options{Namespace: "http", TTL: time.Minute})
 //	r := chi.NewRouter()
+//	r.Use(chimiddleware.GetHead)
 //	r.With(middleware.Cache(responses)).Get("/reports/{id}", reportHandler)
 //
 // What it does, in short:
-//   - GET and HEAD are cached (HEAD is answered from the GET entry); other
+//   - GET and HEAD are cached (HEAD is answered from the GET entry). Other
 //     methods, and requests carrying Authorization (unless configured), pass
-//     through untouched.
+//     through; an unsafe method that succeeds invalidates the entries of its
+//     URL, Location and Content-Location fleet-wide (RFC 9111 §4.4).
 //   - The key is the method class, host, path and query with its parameters
 //     sorted, plus the request headers named by configuration and by the
 //     response's Vary.
-//   - The response decides: Cache-Control no-store, private or no-cache, a
-//     Set-Cookie, or Vary: * keep it out of the cache and out of every other
-//     client's hands; s-maxage / max-age set the TTL; stale-while-revalidate
-//     and stale-if-error set the stale windows (RFC 5861).
+//   - The response decides, by the rules of RFC 9111 for a shared cache
+//     (storage.go): no-store, private, no-cache, Set-Cookie or Vary: * keep
+//     it out of the cache and out of every other client's hands; s-maxage,
+//     max-age or Expires, less the response's age, set the TTL;
+//     must-revalidate and proxy-revalidate forbid stale answers;
+//     stale-while-revalidate and stale-if-error set the stale windows.
 //   - Only configured statuses are stored (200, 203, 301, 404, 410 by
 //     default); a 5xx never is, and with stale-if-error a 5xx is answered
 //     with the stale response.
-//   - A strong ETag is added when the handler set none, and a matching
-//     If-None-Match gets 304.
+//   - The shared handler run is a plain GET; each request's 304, 206 or 412
+//     is derived from the full response. A strong ETag is added when the
+//     handler set none; a background refresh revalidates with the handler's
+//     own validators, and its 304 freshens the entry.
 //   - Every response carries Age and a status header (X-Cache: HIT, MISS,
 //     STALE, SHARED, WAITED, DEGRADED or BYPASS).
-//   - A body over MaxBodyBytes is streamed through to its client and not
-//     stored; a handler's panic or a client's disconnect never stores
-//     anything wrong.
+//   - The handler runs on a copy of the request, routing state included
+//     (chi's pooled route context is cloned), detached from the client: a
+//     client's disconnect or a background refresh never makes it read
+//     another request's route parameters.
+//   - A response that is flushed, or outgrows MaxBodyBytes, streams to its
+//     own client and is not stored; 1xx responses go to the live client
+//     only; a handler's panic never stores anything.
 package middleware

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/go-chi/chi/v5"
+	chimiddleware "github.com/go-chi/chi/v5/middleware"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
@@ -32,6 +33,7 @@ func Example() {
 	defer responses.Close()
 
 	r := chi.NewRouter()
+	r.Use(chimiddleware.GetHead) // HEAD goes to the GET route, answered from its entry
 	r.With(middleware.Cache(responses)).Get("/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "report %s", chi.URLParam(r, "id"))
 	})
@@ -47,7 +49,14 @@ func Example() {
 		res.Body.Close()
 		fmt.Println(res.Header.Get("X-Cache"), string(body))
 	}
+	head, err := http.Head(srv.URL + "/reports/42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	head.Body.Close()
+	fmt.Println(head.Request.Method, head.Header.Get("X-Cache"), head.ContentLength)
 	// Output:
 	// MISS report 42
 	// HIT report 42
+	// HEAD HIT 9
 }

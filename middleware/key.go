@@ -12,8 +12,9 @@ import (
 // Key returns the default cache key of r: the method class (HEAD shares
 // GET's entries), host, path and query with parameters sorted by name
 // (values keep their order), followed by the values of the request headers
-// named in vary. Parts are length-prefixed, so distinct requests never
-// produce the same key.
+// named in vary, normalised as RFC 9111 §4.1 allows (field lines combined,
+// whitespace around commas dropped). Parts are length-prefixed, so distinct
+// requests never produce the same key.
 func Key(r *http.Request, vary []string) string {
 	var b strings.Builder
 	method := r.Method
@@ -36,7 +37,7 @@ func Key(r *http.Request, vary []string) string {
 	for _, name := range vary {
 		name = textproto.CanonicalMIMEHeaderKey(name)
 		part(name)
-		part(strings.Join(r.Header.Values(name), "\x00"))
+		part(fieldValue(r.Header.Values(name)))
 	}
 	return b.String()
 }
@@ -71,4 +72,26 @@ func varyNames(h http.Header) (names []string, star bool) {
 	}
 	slices.Sort(names)
 	return slices.Compact(names), star
+}
+
+// variantKey is the key of a variant: the key of the request with the vary
+// names of its marker, in the marker's generation.
+func variantKey(key, generation string) string {
+	return key + strconv.Itoa(len(generation)) + ":" + generation
+}
+
+// fieldValue is a request header's field lines combined into one value
+// with the optional whitespace around its commas removed: the form in
+// which two requests' values match for Vary (RFC 9111 §4.1).
+func fieldValue(lines []string) string {
+	var b strings.Builder
+	for i, line := range lines {
+		for j, item := range strings.Split(line, ",") {
+			if i > 0 || j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strings.Trim(item, " \t"))
+		}
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func request(host, path, rawQuery, lang string) *http.Request {
@@ -38,6 +39,14 @@ func TestKeyParts(t *testing.T) {
 			t.Errorf("distinct requests share key %q", Key(p[0], vary))
 		}
 	}
+	// Vary values match after combining field lines and dropping the
+	// whitespace around commas (RFC 9111 §4.1).
+	lines := request("h", "/p", "", "en")
+	lines.Header.Add("Accept-Language", "fr ,de")
+	if Key(lines, vary) != Key(request("h", "/p", "", "en, fr,de"), vary) ||
+		Key(lines, vary) == Key(request("h", "/p", "", "en,frde"), vary) {
+		t.Error("Vary values are not normalised as RFC 9111 §4.1 allows")
+	}
 	head := request("h", "/p", "", "")
 	head.Method = http.MethodHead
 	if Key(head, nil) != Key(request("h", "/p", "", ""), nil) {
@@ -60,7 +69,7 @@ func FuzzKey(f *testing.F) {
 		}
 		sameParts := strings.EqualFold(h1, h2) && r1.URL.EscapedPath() == r2.URL.EscapedPath() &&
 			sortedQuery(q1) == sortedQuery(q2) &&
-			strings.Join(r1.Header.Values("Accept-Language"), "\x00") == strings.Join(r2.Header.Values("Accept-Language"), "\x00")
+			fieldValue(r1.Header.Values("Accept-Language")) == fieldValue(r2.Header.Values("Accept-Language"))
 		if (k1 == k2) != sameParts {
 			t.Fatalf("keys equal=%v but parts equal=%v: %q %q", k1 == k2, sameParts, k1, k2)
 		}
@@ -72,14 +81,22 @@ func TestParseCacheControl(t *testing.T) {
 	h.Add("Cache-Control", `public, max-age=60, s-maxage="120"`)
 	h.Add("Cache-Control", "stale-while-revalidate=30, stale-if-error=bogus, Private")
 	d := parseCacheControl(h)
-	if d.maxAge.Seconds() != 60 || d.sMaxAge.Seconds() != 120 || d.ttl().Seconds() != 120 ||
+	if d.maxAge.Seconds() != 60 || d.sMaxAge.Seconds() != 120 ||
 		d.staleWhileRevalidate.Seconds() != 30 || d.staleIfError != -1 || !d.private || d.noStore {
 		t.Fatalf("%+v", d)
 	}
-	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=99999999999999999999"}}); d.maxAge != -1 {
+	// RFC 9111 §1.2.2: a delta-seconds too large to represent saturates at 2^31.
+	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=99999999999999999999"}}); d.maxAge != (1<<31)*time.Second {
 		t.Fatalf("overflowing max-age: %v", d.maxAge)
 	}
-	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=-5"}}); d.maxAge != -1 {
-		t.Fatalf("negative max-age: %v", d.maxAge)
+	// An invalid lifetime makes the response stale, never fresh for the default TTL.
+	for _, v := range []string{"max-age=-5", "max-age=abc", "max-age="} {
+		if d := parseCacheControl(http.Header{"Cache-Control": {v}}); d.maxAge != 0 {
+			t.Fatalf("%s: %v", v, d.maxAge)
+		}
+	}
+	// The first occurrence of a directive counts (§4.2.1).
+	if d := parseCacheControl(http.Header{"Cache-Control": {"max-age=10, max-age=20"}}); d.maxAge != 10*time.Second {
+		t.Fatalf("duplicate max-age: %v", d.maxAge)
 	}
 }

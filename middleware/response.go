@@ -12,18 +12,33 @@ import (
 type Response struct {
 	// Status is the HTTP status code.
 	Status int `msgpack:"s"`
-	// Header holds the response headers, less hop-by-hop ones.
+	// Header holds the response headers, less hop-by-hop ones; Age holds
+	// the response's age when it was stored.
 	Header http.Header `msgpack:"h"`
 	// Body is the response body.
 	Body []byte `msgpack:"b"`
 	// VaryOn, when set, makes this entry a marker: the responses for this
 	// key vary on these request headers and are stored under keys that
-	// include their values.
+	// include their values and Generation.
 	VaryOn []string `msgpack:"v,omitempty"`
+	// Generation names the set of variants a marker points to; deleting
+	// the marker (an unsafe request's invalidation) retires them all.
+	Generation string `msgpack:"g,omitempty"`
 }
 
+// headerAllowance is what NewCache adds to the default MaxBodyBytes for a
+// stored response's status, headers and encoding.
+const headerAllowance = 64 << 10
+
 // NewCache returns a cache of responses, for [Cache]. It is [cache.New] for
-// the Response type; opts.MaxValueBytes bounds a stored response.
+// the Response type, except that a zero opts.MaxValueBytes means room for a
+// body of the default MaxBodyBytes (1 MiB) plus 64 KiB of headers. A route
+// with a larger Options.MaxBodyBytes needs a MaxValueBytes that much larger;
+// a response that does not fit is served to its own request, not stored,
+// and logged (Options.Logger).
 func NewCache(rdb redis.UniversalClient, opts cache.Options) (*cache.Cache[Response], error) {
+	if opts.MaxValueBytes == 0 {
+		opts.MaxValueBytes = defaultMaxBodyBytes + headerAllowance
+	}
 	return cache.New[Response](rdb, opts)
 }

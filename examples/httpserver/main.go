@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	chimiddleware "github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -64,6 +65,7 @@ func (s *Server) Executions() int64 { return s.executions.Load() }
 // Routes returns the chi router.
 func (s *Server) Routes() http.Handler {
 	r := chi.NewRouter()
+	r.Use(chimiddleware.GetHead) // HEAD reaches the GET route, answered from its cache entry
 	r.With(middleware.Cache(s.Responses)).Get("/reports/{id}", s.report)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/stats", s.stats)

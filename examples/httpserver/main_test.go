@@ -86,6 +86,15 @@ func TestServerStartsServesAndShutsDown(t *testing.T) {
 			t.Errorf("/metrics lacks %s", series)
 		}
 	}
+	// HEAD is answered from the GET entry.
+	head, err := http.Head(base + "/reports/7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head.Body.Close()
+	if head.StatusCode != http.StatusOK || head.Header.Get("X-Cache") != "HIT" {
+		t.Fatalf("HEAD: %d %s", head.StatusCode, head.Header.Get("X-Cache"))
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("shutdown: %v\n%s", err, logs.String())

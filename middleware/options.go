@@ -1,0 +1,72 @@
+package middleware
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Options configures [CacheWithOptions]. The zero value is valid; each
+// field's comment gives its default.
+type Options struct {
+	// Key builds the cache key of a request; vary are the request headers the
+	// key must include (configured and learned from responses' Vary).
+	// Default: [Key].
+	Key func(r *http.Request, vary []string) string
+	// VaryHeaders are request headers that are always part of the key, on
+	// top of those named by responses' Vary. Default: none.
+	VaryHeaders []string
+	// Statuses are the status codes that are stored. Default: 200, 203, 301,
+	// 404, 410; with DeclaredFreshnessOnly, any final status (RFC 9111 §3).
+	// A 5xx is never stored, whatever this says, nor a 206 or 304.
+	Statuses []int
+	// TTL is the route's freshness lifetime for responses that declare none
+	// (no s-maxage, max-age or Expires). Default: the cache's TTL.
+	TTL time.Duration
+	// Stale and StaleIfError are the route's windows for responses without
+	// stale-while-revalidate or stale-if-error. They never apply to a
+	// response with must-revalidate, proxy-revalidate or s-maxage, nor with
+	// DeclaredFreshnessOnly: there only the response's own directives
+	// allow a stale answer (RFC 9111 §4.2.4). Default: the cache's.
+	Stale, StaleIfError time.Duration
+	// DeclaredFreshnessOnly stores only responses that declare their own
+	// freshness lifetime (Cache-Control s-maxage or max-age, or Expires), adds
+	// no ETag and serves nothing stale without the response's permission: the
+	// middleware then behaves as an RFC 9111 shared cache in front of any
+	// handler or reverse proxy. Other responses still answer the requests
+	// that shared their handler run. Default: false.
+	DeclaredFreshnessOnly bool
+	// MaxBodyBytes is the largest body stored; a larger one is streamed
+	// through to its client and not stored. Raise the cache's
+	// MaxValueBytes with it (see [NewCache]). Default: 1 MiB.
+	MaxBodyBytes int
+	// CacheAuthorized lets requests carrying Authorization use the cache;
+	// without it they pass through. Default: false.
+	CacheAuthorized bool
+	// StatusHeader names the response header that says how a request was
+	// answered. Default: "X-Cache".
+	StatusHeader string
+	// Logger logs the responses that should have been stored and could not
+	// be (larger than the cache's MaxValueBytes, say). Default: nil (no
+	// logs).
+	Logger *slog.Logger
+}
+
+// defaultMaxBodyBytes is Options.MaxBodyBytes' default.
+const defaultMaxBodyBytes = 1 << 20
+
+func (o *Options) setDefaults() {
+	if o.Key == nil {
+		o.Key = Key
+	}
+	if len(o.Statuses) == 0 && !o.DeclaredFreshnessOnly {
+		o.Statuses = []int{http.StatusOK, http.StatusNonAuthoritativeInfo, http.StatusMovedPermanently, http.StatusNotFound, http.StatusGone}
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if o.StatusHeader == "" {
+		o.StatusHeader = "X-Cache"
+	}
+	o.VaryHeaders = canonicalSorted(o.VaryHeaders)
+}

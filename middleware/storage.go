@@ -1,0 +1,185 @@
+package middleware
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The storage rules: what RFC 9111 lets a shared cache store, and for how
+// long. They are pure functions of a complete response and the time it was
+// received; the handler plumbing applies their verdict.
+
+// verdict is what the storage rules decide about a complete response.
+type verdict struct {
+	// reason says why the response is not stored; "" when it is.
+	reason string
+	// shareable: although not stored, the response may answer the other
+	// requests that shared its handler run. A response that is not
+	// shareable goes only to the request whose run produced it.
+	shareable bool
+	// failure: a 5xx, for which a stored response inside its
+	// stale-if-error window may answer instead.
+	failure bool
+	// fresh is the freshness left (lifetime less current age); -1 means
+	// the cache's TTL.
+	fresh time.Duration
+	// staleFor and staleIfError are the stale windows; -1 means the cache's.
+	staleFor, staleIfError time.Duration
+}
+
+func notStorable(reason string, shareable bool) verdict {
+	return verdict{reason: reason, shareable: shareable}
+}
+
+// storage applies the storage and freshness rules to resp, received at now.
+func (o *Options) storage(resp Response, now time.Time) verdict {
+	d := parseCacheControl(resp.Header)
+	_, star := varyNames(resp.Header)
+	switch {
+	case resp.Status >= 500:
+		return verdict{reason: "5xx", shareable: true, failure: true}
+	case resp.Status == http.StatusNotModified || resp.Status == http.StatusPartialContent:
+		// The shared run is a plain GET; a handler that answers it like
+		// this answers one client's request, not the URL.
+		return notStorable("status "+strconv.Itoa(resp.Status)+" to a plain GET", false)
+	case d.noStore:
+		return notStorable("Cache-Control: no-store", false) // §5.2.2.5
+	case d.private:
+		return notStorable("Cache-Control: private", false) // §5.2.2.7: not in a shared cache
+	case d.noCache:
+		return notStorable("Cache-Control: no-cache", false) // §5.2.2.4: each use needs validation
+	case len(resp.Header.Values("Set-Cookie")) > 0:
+		return notStorable("Set-Cookie", false) // one client's state (RFC 9111 §7.3)
+	case star:
+		return notStorable("Vary: *", false) // §4.1: always fails to match
+	case len(o.Statuses) > 0 && !slices.Contains(o.Statuses, resp.Status):
+		return notStorable("status "+strconv.Itoa(resp.Status), true)
+	}
+	v := verdict{fresh: -1, staleFor: d.staleWhileRevalidate, staleIfError: d.staleIfError}
+	lifetime, declared := freshnessLifetime(d, resp.Header, now)
+	switch {
+	case declared:
+		v.fresh = lifetime - currentAge(resp.Header, now)
+	case o.DeclaredFreshnessOnly:
+		return notStorable("no declared freshness lifetime", true)
+	case o.TTL > 0: // the route's heuristic lifetime (§4.2.2)
+		v.fresh = o.TTL - currentAge(resp.Header, now)
+	}
+	if v.fresh != -1 && v.fresh < time.Millisecond {
+		return notStorable("stale on arrival", true)
+	}
+	switch {
+	case d.mustRevalidate || d.proxyRevalidate:
+		// §5.2.2.2, §5.2.2.8: never served stale, not even on error.
+		v.staleFor, v.staleIfError = 0, 0
+	case d.sMaxAge >= 0 || o.DeclaredFreshnessOnly:
+		// s-maxage implies proxy-revalidate (§5.2.2.10), and a standards
+		// cache serves stale only with the origin's permission (§4.2.4):
+		// only the response's own stale-while-revalidate/stale-if-error.
+		v.staleFor, v.staleIfError = max(v.staleFor, 0), max(v.staleIfError, 0)
+	default:
+		if v.staleFor < 0 && o.Stale > 0 {
+			v.staleFor = o.Stale
+		}
+		if v.staleIfError < 0 && o.StaleIfError > 0 {
+			v.staleIfError = o.StaleIfError
+		}
+	}
+	return v
+}
+
+// freshnessLifetime is a shared cache's freshness lifetime of a response
+// (RFC 9111 §4.2.1): s-maxage, else max-age, else Expires minus Date. An
+// invalid Expires (or more than one) means already expired (§5.3).
+// declared is false when the response names none of them.
+func freshnessLifetime(d directives, h http.Header, now time.Time) (lifetime time.Duration, declared bool) {
+	switch expires := h.Values("Expires"); {
+	case d.sMaxAge >= 0:
+		return d.sMaxAge, true
+	case d.maxAge >= 0:
+		return d.maxAge, true
+	case len(expires) == 1:
+		t, err := http.ParseTime(expires[0])
+		if err != nil {
+			return 0, true
+		}
+		return max(t.Sub(responseDate(h, now)), 0), true
+	case len(expires) > 1:
+		return 0, true
+	}
+	return 0, false
+}
+
+// responseDate is the response's Date, or now when it has no valid one.
+func responseDate(h http.Header, now time.Time) time.Time {
+	if t, err := http.ParseTime(h.Get("Date")); err == nil {
+		return t
+	}
+	return now
+}
+
+// currentAge is the corrected initial age of a response received at now
+// (RFC 9111 §4.2.3): the larger of its Age and now minus its Date. The
+// handler runs in this process, so the response delay is nil.
+func currentAge(h http.Header, now time.Time) time.Duration {
+	apparent := max(now.Sub(responseDate(h, now)), 0)
+	return max(apparent, ageValue(h))
+}
+
+// ageValue is the response's Age header; 0 when absent or invalid.
+func ageValue(h http.Header) time.Duration {
+	return max(seconds(strings.TrimSpace(h.Get("Age"))), 0)
+}
+
+// prepareForStorage sets what a stored response carries besides the
+// handler's headers: its Date (when the handler set none, the time it was
+// received), its age then in Age, and a content-hash ETag unless the
+// handler set one or addETag is false.
+func prepareForStorage(resp Response, now time.Time, addETag bool) Response {
+	age := currentAge(resp.Header, now)
+	if resp.Header.Get("Date") == "" {
+		resp.Header.Set("Date", now.UTC().Format(http.TimeFormat))
+	}
+	if age >= time.Second {
+		resp.Header.Set("Age", strconv.FormatInt(int64(age/time.Second), 10))
+	} else {
+		resp.Header.Del("Age")
+	}
+	if addETag && resp.Header.Get("ETag") == "" {
+		resp.Header.Set("ETag", contentETag(resp.Body))
+	}
+	return resp
+}
+
+// contentETag is the strong ETag the middleware gives a body whose handler
+// set none.
+func contentETag(body []byte) string {
+	sum := sha256.Sum256(body)
+	return `"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
+}
+
+// hopByHop are the header fields a cache does not store (RFC 9110 §7.6.1,
+// RFC 9111 §3.1).
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// freshen updates a stored response with the header fields of a 304 that
+// validated it (RFC 9111 §3.2, §4.3.4): each field of the 304 replaces the
+// stored one, except Content-Length and the fields not stored at all. The
+// status and body stay.
+func freshen(stored, notModified Response) Response {
+	out := Response{Status: stored.Status, Header: stored.Header.Clone(), Body: stored.Body}
+	out.Header.Del("Age") // the 304's Date and Age (or the time of validation) are the new ones
+	out.Header.Del("Date")
+	for name, values := range notModified.Header {
+		if name == "Content-Length" || slices.Contains(hopByHop, name) {
+			continue
+		}
+		out.Header[name] = slices.Clone(values)
+	}
+	return out
+}
