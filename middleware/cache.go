@@ -111,6 +111,9 @@ func (h *handler) bypass(w http.ResponseWriter, r *http.Request) {
 // respond answers r from its fetch: own is what this request's own handler
 // run produced, if it ran one.
 func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced, res cache.Result[Response], err error) {
+	if err == nil && (errors.Is(res.Err, cache.ErrValueTooLarge) || errors.Is(res.Err, cache.ErrCodec)) {
+		err = res.Err // computed but not stored: never shared beyond its own run
+	}
 	if own != nil && errors.Is(err, cache.ErrValueTooLarge) {
 		h.logFailure(r, "response not stored", err)
 	}
@@ -134,7 +137,7 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced,
 		h.write(w, r, *ns.shared, statusOf(res.Outcome), 0)
 	case errors.As(err, &hp):
 		http.Error(w, "handler failed", http.StatusBadGateway)
-	case errors.As(err, &ns), errors.Is(err, cache.ErrValueTooLarge):
+	case errors.As(err, &ns), errors.Is(err, cache.ErrValueTooLarge), errors.Is(err, cache.ErrCodec):
 		// Not shareable, or not stored: only the run that made it may
 		// answer with it. Run the handler for this request.
 		h.bypass(w, r)
