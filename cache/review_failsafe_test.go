@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,5 +153,78 @@ func TestReviewFailSafeRearmFencedBySetDelete(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Review (guarantee 6): the fail-safe throttle holds on the batch path and
+// mixed with the single-key path: 3 replicas x 40 callers, half of them
+// GetOrComputeMany, the origin failing at once: one origin call per
+// throttle, every caller answered with the stale value.
+func TestReviewFailSafeThrottleBatchAndSingle(t *testing.T) {
+	ns := redistest.Prefix(t)
+	opts := cache.Options{Namespace: ns, StaleIfError: time.Hour, FailSafeThrottle: time.Minute}
+	clk := writeStale(t, redistest.Client(t), ns, "k", "old", opts)
+	caches := replicas[string](t, 3, opts)
+	clocked(clk, caches...)
+	var calls atomic.Int32
+	down := errors.New("origin down")
+	burst := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		for _, c := range caches {
+			for g := range 40 {
+				wg.Go(func() {
+					ctx := bounded(t, 10*time.Second)
+					if g%2 == 0 {
+						m, err := c.GetOrComputeMany(ctx, []string{"k"}, func(context.Context, []string) (map[string]string, error) {
+							calls.Add(1)
+							return nil, down
+						})
+						if err != nil || m["k"] != "old" {
+							t.Errorf("batch: %v %v", m, err)
+						}
+						return
+					}
+					r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { calls.Add(1); return "", down })
+					if err != nil || r.Value != "old" || r.Outcome != cache.Stale {
+						t.Errorf("single: %+v %v", r, err)
+					}
+				})
+			}
+		}
+		waitGroupWithin(t, &wg, 20*time.Second, "the burst")
+	}
+	burst()
+	burst()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("origin called %d times in one throttle, want 1", n)
+	}
+	clk.Advance(time.Minute + time.Millisecond)
+	burst()
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("origin called %d times after the throttle ended once, want 2", n)
+	}
+}
+
+// Review (guarantee 6 vs the StaleIfError bound): a fail-safe re-arm must
+// not make a value answer past its own StaleIfError window. StaleIfError
+// 10s, FailSafeThrottle 1m: 30s after the window ended, the origin should be
+// tried (and its error returned), not the re-armed value served.
+func TestReviewFailSafeRearmOutlivesStaleIfError(t *testing.T) {
+	for _, mode := range []string{"redis", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			c, clk := expiredEntry(t, mode, cache.Options{StaleIfError: 10 * time.Second, FailSafeThrottle: time.Minute})
+			var calls atomic.Int32
+			down := errors.New("origin down")
+			failing := func(context.Context) (string, error) { calls.Add(1); return "", down }
+			if r, err := c.Fetch(bounded(t, 5*time.Second), "k", failing); err != nil || r.Value != "old" {
+				t.Fatalf("inside StaleIfError: %+v %v", r, err)
+			}
+			clk.Advance(30 * time.Second) // 30s past TTL+StaleIfError
+			r, err := c.Fetch(bounded(t, 5*time.Second), "k", failing)
+			if err == nil {
+				t.Fatalf("30s past the StaleIfError window: %+v (age %s), origin calls %d: served past its stale-if-error bound", r, r.Age, calls.Load())
+			}
+		})
 	}
 }

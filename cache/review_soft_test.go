@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,4 +112,41 @@ func TestReviewCloseCancelsSoftTimeoutCompute(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Review (background refresh + SoftTimeout): a Stale-window refresh whose
+// compute runs past SoftTimeout must still fill when it ends. leadSoft hands
+// the compute the refresh's ctx, which goBackground cancels as soon as the
+// refresh returns (at SoftTimeout).
+func TestReviewSoftTimeoutBackgroundRefreshFills(t *testing.T) {
+	for _, honour := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fn ignores ctx", true: "fn honours ctx"}[honour], func(t *testing.T) {
+			ns := redistest.Prefix(t)
+			opts := cache.Options{Namespace: ns, Stale: time.Hour, StaleIfError: time.Hour, SoftTimeout: 20 * time.Millisecond}
+			clk := writeStale(t, redistest.Client(t), ns, "k", "old", opts)
+			c := clocked(clk, newCache[string](t, redistest.Client(t), opts))
+			h := newHeld(t, "new")
+			h.honourCtx = honour
+			r, err := c.Fetch(bounded(t, 5*time.Second), "k", h.fn)
+			if err != nil || r.Value != "old" || r.Outcome != cache.Stale {
+				t.Fatalf("%+v %v", r, err)
+			}
+			within(t, h.calls, 5*time.Second, "the refresh computing")
+			eventually(t, 5*time.Second, func() bool { return c.Stats().SoftTimeouts == 1 }, func() string { return "no soft timeout" })
+			h.Release()
+			within(t, h.returned, 5*time.Second, "the compute returning")
+			var v string
+			eventually(t, 3*time.Second, func() bool {
+				v, _, _ = c.Get(context.Background(), "k")
+				return v == "new"
+			}, func() string {
+				return "the refresh's value never filled: Get=" + v + " stats " + fmtStats(c.Stats())
+			})
+		})
+	}
+}
+
+func fmtStats(s cache.Stats) string {
+	return fmt.Sprintf("refreshes=%d computes=%d computeErrors=%d failSafe=%d softTimeouts=%d redisErrors=%d refills=%d",
+		s.Refreshes, s.Computes, s.ComputeErrors, s.FailSafe, s.SoftTimeouts, s.RedisErrors, s.Refills)
 }
