@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -47,5 +48,36 @@ func TestReviewKeptValueAfterSet(t *testing.T) {
 				t.Fatalf("after %s returned, the replica answered the value kept before it: %+v", op, r)
 			}
 		})
+	}
+}
+
+// Review (guarantee 6 during an outage / issue 15 "at most once per short
+// local TTL"): Redis down, the origin failing, a kept value inside its
+// StaleIfError window: sequential callers should not each call the origin
+// (no throttle is applied to degraded computes).
+func TestReviewDegradedFailingOriginThrottled(t *testing.T) {
+	p, caches := proxiedWith(t, 1, cache.Options{StaleIfError: time.Hour})
+	c := caches[0]
+	clk := cache.NewClock()
+	clocked(clk, c)
+	ctx := context.Background()
+	p.SetPartition(true)
+	waitFor(t, "the breaker to open", func() bool {
+		_, _, _ = c.Get(ctx, "other")
+		return c.Stats().BreakerOpen
+	})
+	if r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "kept", nil }); err != nil || r.Outcome != cache.Degraded {
+		t.Fatalf("%+v %v", r, err)
+	}
+	clk.Advance(2 * time.Second) // past DegradedTTL (1s)
+	var calls int
+	for range 10 {
+		r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { calls++; return "", errors.New("origin down") })
+		if err != nil || r.Value != "kept" {
+			t.Fatalf("%+v %v", r, err)
+		}
+	}
+	if calls > 1 {
+		t.Fatalf("10 sequential calls during the outage called the failing origin %d times (no throttle in degraded mode)", calls)
 	}
 }
