@@ -237,7 +237,7 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 	if len(tasks) > 0 {
 		c.lead(dctx, tasks, fn)
 		for _, t := range tasks {
-			if t.err == nil && t.res.cause == nil && !t.res.w.FreshUntil.IsZero() {
+			if t.res.cacheable(t.err) {
 				c.l1put(t.k.key, entry[V]{value: t.res.value, w: t.res.w, negative: t.res.negative}, version)
 			}
 			b.give(t.k.key)(c.answer(ctx, t.k.key, t.res, t.err))
@@ -277,9 +277,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 			continue
 		}
 		l, lerr := c.computedFor(key, r, prevs[i], Degraded, now)
-		if lerr == nil && l.outcome == Degraded {
-			c.keep(key, l.value, now)
-		}
+		c.keep(key, l, lerr, prevs[i], now)
 		b.give(key)(c.answer(ctx, key, l, lerr))
 	}
 }

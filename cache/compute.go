@@ -55,9 +55,8 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 		select {
 		case o = <-done: // it did return in time
 		default:
-			if !errors.Is(cctx.Err(), context.DeadlineExceeded) {
-				o = <-done // cancelled, not timed out: fn is told, and we wait for it
-				break
+			if !errors.Is(cctx.Err(), context.DeadlineExceeded) && awaitCancelled(cctx, done, &o) {
+				break // cancelled, not timed out: fn was told, and returned
 			}
 			o.Err = fmt.Errorf("cache: compute of %q abandoned: %w", keys[0], context.Cause(cctx))
 		}
@@ -72,6 +71,22 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 		c.observe(ctx, Event{Kind: EventCompute, Key: keys[0], Duration: r.took, Err: r.err})
 	}
 	return r
+}
+
+// awaitCancelled waits for a cancelled compute's fn, which was told by its
+// context, until the compute's deadline at the latest, so that Close
+// returns after the work it cancelled but never hangs on an fn that
+// ignores its context. It reports whether fn returned (into o).
+func awaitCancelled[T any](cctx context.Context, done <-chan singleflight.Outcome[T], o *singleflight.Outcome[T]) bool {
+	deadline, _ := cctx.Deadline()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case *o = <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // computeDegraded computes keys without the store's claims (Redis is
@@ -99,16 +114,24 @@ func (c *Cache[V]) keptEntry(key string, now time.Time) (e entry[V], fresh, ok b
 	return e, now.Before(e.w.FreshUntil), true
 }
 
-// keep stores a value computed while Redis was unreachable, fresh for
-// DegradedTTL and then usable on error for StaleIfError.
-func (c *Cache[V]) keep(key string, v V, now time.Time) {
-	if c.kept == nil {
-		return
+// keep records how a degraded compute of key ended: a value is kept fresh
+// for DegradedTTL and then usable on error for StaleIfError; a failure that
+// a kept (or read) value answered re-arms that value for FailSafeThrottle,
+// as the store does when Redis is up, so a failing origin is not called on
+// every request of an outage.
+func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now time.Time) {
+	switch {
+	case c.kept == nil || err != nil:
+	case l.outcome == Degraded:
+		w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
+		w.StaleUntil = w.FreshUntil
+		w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
+		c.kept.put(key, entry[V]{value: l.value, w: w}, w.ErrorUntil.UnixNano())
+	case l.outcome == Stale && prev != nil && c.opts.FailSafeThrottle > 0:
+		e := *prev
+		e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
+		c.kept.put(key, e, e.w.ErrorUntil.UnixNano())
 	}
-	w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
-	w.StaleUntil = w.FreshUntil
-	w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
-	c.kept.put(key, entry[V]{value: v, w: w}, w.ErrorUntil.UnixNano())
 }
 
 // computeMeta carries what a compute function says about its own result.

@@ -84,7 +84,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
 	}
 	e := entry[V]{value: v, w: c.policy.Write(c.now(), 0, rand.Float64())}
 	err := c.store.set(ctx, c.keysFor(key), e)
-	c.sf.Forget(key) // a load in flight may have read the old value: later calls start their own
+	c.forgetLocal(key)
 	if c.l1 != nil {
 		c.l1.invalidate(key)
 		if err == nil {
@@ -92,6 +92,17 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
 		}
 	}
 	return err
+}
+
+// forgetLocal drops what this process holds of key besides L1 once a
+// write returned: a load in flight may have read the old value (later calls
+// start their own), and a value kept during an outage is older than the
+// write.
+func (c *Cache[V]) forgetLocal(key string) {
+	c.sf.Forget(key)
+	if c.kept != nil {
+		c.kept.delete(key)
+	}
 }
 
 // Delete removes key. A compute in flight for key cannot write its result
@@ -106,7 +117,7 @@ func (c *Cache[V]) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("cache: delete %q: %w", key, ErrUnavailable)
 	}
 	err := c.store.delete(ctx, c.keysFor(key))
-	c.sf.Forget(key) // a load in flight may have read the old value: later calls start their own
+	c.forgetLocal(key)
 	if c.l1 != nil {
 		c.l1.invalidate(key)
 	}

@@ -30,6 +30,10 @@ var (
 	// because the compute ran past Options.SoftTimeout; the compute goes on
 	// in the background and fills when it ends.
 	ErrSoftTimeout = errors.New("cache: compute ran past SoftTimeout; the stale value answered")
+	// ErrFailSafe is the Result.Err of a stale value served while the
+	// fail-safe throttle holds: the origin failed recently (on this or
+	// another replica) and is not tried again until FailSafeThrottle ends.
+	ErrFailSafe = errors.New("cache: the origin failed recently; a stale value answers until the fail-safe throttle ends")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say

@@ -18,8 +18,24 @@ type loaded[V any] struct {
 	w stale.Windows
 }
 
+// loaded hands e to callers with outcome o; a fail-safe value always
+// answers as Stale, saying so in Result.Err.
 func (e entry[V]) loaded(o Outcome) loaded[V] {
-	return loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w}
+	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w}
+	if e.failSafe {
+		l.outcome, l.cause = Stale, ErrFailSafe
+	}
+	return l
+}
+
+// cacheable reports whether a load's answer may go into L1: a value fresh
+// from the store, never a stale, degraded, fallback or unstored one.
+func (l loaded[V]) cacheable(err error) bool {
+	switch l.outcome {
+	case Hit, Miss, Shared, Waited:
+		return err == nil && l.cause == nil && !l.w.FreshUntil.IsZero()
+	}
+	return false
 }
 
 // fetch is GetOrCompute, Fetch and FetchWithFallback: the hit path, then a
@@ -100,7 +116,7 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 	// Only the leader puts into L1: version is the leader's own, from
 	// before its read; a joiner's is from its own start, which may be after
 	// a write the load's read did not see.
-	if led && err == nil && r.cause == nil && r.outcome != Stale && r.outcome != Degraded && r.outcome != Fallback && !r.w.FreshUntil.IsZero() {
+	if led && r.cacheable(err) {
 		c.l1put(key, entry[V]{value: r.value, w: r.w, negative: r.negative}, version)
 	}
 	return c.answer(ctx, key, r, err)
@@ -172,8 +188,6 @@ func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *
 		return loaded[V]{}, err
 	}
 	l, err := c.computedFor(k.key, r, prev, Degraded, c.now())
-	if err == nil && l.outcome == Degraded {
-		c.keep(k.key, l.value, c.now())
-	}
+	c.keep(k.key, l, err, prev, c.now())
 	return l, err
 }

@@ -53,11 +53,11 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 		// Done when someone else filled since the entry that brought us here:
 		// on a miss (after is zero) only a fresh fill counts; a refresh is
 		// done by any newer entry.
-		if e.w.Created.After(t.after) && (!t.after.IsZero() || state == stale.Fresh) {
+		// A fail-safe value still fresh was re-armed after another holder's
+		// origin call failed: it is done too, whenever it was created, so
+		// that the origin is left alone for the throttle.
+		if (e.w.Created.After(t.after) || e.failSafe) && (!t.after.IsZero() || state == stale.Fresh) && (!e.failSafe || state == stale.Fresh) {
 			t.res, done[i] = e.loaded(Hit), true
-			if e.failSafe { // re-armed after another holder's failure
-				t.res.outcome = Stale
-			}
 			return
 		}
 		if state != stale.Gone {
@@ -126,7 +126,18 @@ func (c *Cache[V]) leadSoft(ctx context.Context, tasks []*task[V], fn batchFunc[
 		work[i] = &cp
 	}
 	finished := make(chan struct{})
-	if !c.goDetached(func() { defer close(finished); c.computeFill(ctx, work, fn) }) {
+	// The compute outlives this call (and a refresh's context): it runs
+	// until it ends or Close cancels background work.
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(c.bgCtx, cancel)
+	if !c.goDetached(func() {
+		defer close(finished)
+		defer cancel()
+		defer stop()
+		c.computeFill(bctx, work, fn)
+	}) {
+		stop()
+		cancel()
 		c.computeFill(ctx, tasks, fn) // closing: no background work may start
 		return
 	}

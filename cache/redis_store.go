@@ -460,6 +460,9 @@ func (s *redisStore[V]) reloadTopology() {
 // redisOK records a Redis success.
 func (s *redisStore[V]) redisOK(ctx context.Context) {
 	if s.c.brk.success() {
+		if s.c.kept != nil { // what the outage computed must not answer in the next one
+			s.c.kept.clear()
+		}
 		s.c.logRare(ctx, slog.LevelInfo, "stampede: Redis answers again (breaker closed)", "", nil)
 		s.c.observe(ctx, Event{Kind: EventBreakerClosed})
 	}

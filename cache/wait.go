@@ -22,6 +22,14 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 	// missed. If subscribing fails, polling still finds the value.
 	sub, _ := c.store.subscribe(wctx, k)
 	defer sub.close()
+	// SoftTimeout bounds a wait as it bounds a compute, while a value that
+	// may answer for the compute exists.
+	var soft <-chan time.Time
+	if c.opts.SoftTimeout > 0 {
+		t := time.NewTimer(c.opts.SoftTimeout)
+		defer t.Stop()
+		soft = t.C
+	}
 	for attempt := 0; wctx.Err() == nil; attempt++ {
 		// Reads are bounded by the wait: a master that died mid-read must
 		// not hold the caller past WaitTimeout.
@@ -59,6 +67,15 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		case <-sub.ready():
 		case <-t.C:
 		case <-wctx.Done():
+		case <-soft:
+			soft = nil // fires once
+			if prev != nil && !prev.negative && prev.w.UsableOnError(c.now()) {
+				t.Stop()
+				c.stats.softTimeouts.Add(1)
+				l := prev.loaded(Stale)
+				l.cause = ErrSoftTimeout
+				return l, nil
+			}
 		}
 		t.Stop()
 	}

@@ -84,15 +84,15 @@ type Windows struct {
 
 // Rearm returns w fresh again from now for d, as a fail-safe does when the
 // origin fails and the entry answers for it: Created is kept (the value is
-// as old as it is), and the stale and error windows last at least as long
-// as the new fresh one.
+// as old as it is), and the new fresh window never reaches past the error
+// window (the bound the policy set on serving this value for errors).
 func (w Windows) Rearm(now time.Time, d time.Duration) Windows {
 	w.FreshUntil = now.Add(d)
+	if w.ErrorUntil.Before(w.FreshUntil) {
+		w.FreshUntil = w.ErrorUntil
+	}
 	if w.StaleUntil.Before(w.FreshUntil) {
 		w.StaleUntil = w.FreshUntil
-	}
-	if w.ErrorUntil.Before(w.StaleUntil) {
-		w.ErrorUntil = w.StaleUntil
 	}
 	return w
 }
