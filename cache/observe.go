@@ -112,7 +112,7 @@ func (c *Cache[V]) logRare(ctx context.Context, level slog.Level, msg string, ke
 }
 
 // observeClaim reports a claim attempt on key begun at start.
-func (c *Cache[V]) observeClaim(ctx context.Context, key string, cl claimed, start time.Time) {
+func (c *Cache[V]) observeClaim(ctx context.Context, key string, cl claimed[V], start time.Time) {
 	if c.opts.Observer == nil {
 		return
 	}
