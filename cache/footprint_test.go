@@ -270,7 +270,8 @@ func BenchmarkFillToWaiter(b *testing.B) {
 					}
 				})
 			}
-			// Every waiter has subscribed and re-read (GET, claim, GET).
+			// Every waiter has subscribed and its re-read has returned (GET,
+			// claim, GET): it waits for the notification.
 			for i, w := range ws {
 				for w.rt.n.Load()-marks[i] < 3 {
 					time.Sleep(time.Millisecond)

@@ -24,19 +24,21 @@ func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
 		if !handshake(cmd) {
-			r.n.Add(1)
+			r.n.Add(1) // once answered: a waiter counted at 3 is waiting
 		}
-		return next(ctx, cmd)
+		return err
 	}
 }
 
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
 		if !handshake(cmds[0]) {
 			r.n.Add(1)
 		}
-		return next(ctx, cmds)
+		return err
 	}
 }
 
