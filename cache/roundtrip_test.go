@@ -216,3 +216,87 @@ func runOK(t *testing.T, f func() error, r *counted, last *int64) int64 {
 	}
 	return r.since(last)
 }
+
+// A Set during a compute takes the lease away and its notification carries
+// the value: a waiter on another replica returns the Set value without a
+// round trip, and the compute's late fill is rejected.
+func TestSetDuringComputeReachesWaitersInItsNotification(t *testing.T) {
+	ctx := context.Background()
+	ns := redistest.Prefix(t)
+	opts := cache.Options{Namespace: ns, LeaseTTL: 10 * time.Second, WaitTimeout: time.Minute, PollInterval: time.Minute}
+	rs := countedReplicas(t, 3, opts)
+	a, b, admin := rs[0], rs[1], rs[2]
+	o := &origin[string]{value: "computed", started: make(chan struct{}, 1), release: make(chan struct{})}
+	led := make(chan error, 1)
+	go func() {
+		_, err := a.c.GetOrCompute(ctx, "k", o.fn)
+		led <- err
+	}()
+	<-o.started
+	var lb int64
+	b.since(&lb)
+	waited := make(chan cache.Result[string], 1)
+	go func() {
+		r, err := b.c.Fetch(ctx, "k", func(context.Context) (string, error) { return "not me", nil })
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- r
+	}()
+	waitFor(t, "the waiter's re-read", func() bool { return b.rt.n.Load()-lb >= 3 })
+	b.since(&lb)
+	if err := admin.c.Set(ctx, "k", "set-by-admin"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-waited; r.Outcome != cache.Waited || r.Value != "set-by-admin" {
+		t.Fatalf("waiter: %+v", r)
+	}
+	if n := b.since(&lb); n != 0 {
+		t.Errorf("the waiter made %d round trips after the Set, want 0", n)
+	}
+	close(o.release)
+	if err := <-led; err != nil {
+		t.Fatal(err)
+	}
+	if n := a.c.Stats().FencedOut; n != 1 {
+		t.Fatalf("FencedOut=%d: the compute's late fill was not rejected", n)
+	}
+	if v, _, err := admin.c.Get(ctx, "k"); err != nil || v != "set-by-admin" {
+		t.Fatalf("stored %q %v", v, err)
+	}
+}
+
+// A Delete during a compute takes the lease away: the next caller computes
+// the value afresh at once instead of waiting for a compute whose result is
+// already outdated, and that compute's late fill is rejected.
+func TestDeleteDuringComputeFreesTheKeyAtOnce(t *testing.T) {
+	ctx := context.Background()
+	ns := redistest.Prefix(t)
+	opts := cache.Options{Namespace: ns, LeaseTTL: 10 * time.Second, WaitTimeout: time.Minute, PollInterval: time.Minute}
+	rs := countedReplicas(t, 2, opts)
+	a, b := rs[0], rs[1]
+	o := &origin[string]{value: "outdated", started: make(chan struct{}, 1), release: make(chan struct{})}
+	led := make(chan error, 1)
+	go func() {
+		_, err := a.c.GetOrCompute(ctx, "k", o.fn)
+		led <- err
+	}()
+	<-o.started
+	if err := b.c.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.c.Fetch(ctx, "k", func(context.Context) (string, error) { return "fresh", nil })
+	if err != nil || r.Outcome != cache.Miss || r.Value != "fresh" {
+		t.Fatalf("after the Delete: %+v %v", r, err)
+	}
+	close(o.release)
+	if err := <-led; err != nil {
+		t.Fatal(err)
+	}
+	if n := a.c.Stats().FencedOut; n != 1 {
+		t.Fatalf("FencedOut=%d", n)
+	}
+	if v, _, err := b.c.Get(ctx, "k"); err != nil || v != "fresh" {
+		t.Fatalf("stored %q %v: the outdated compute overwrote the fresh one", v, err)
+	}
+}
