@@ -222,17 +222,9 @@ func runOK(t *testing.T, f func() error, r *counted, last *int64) int64 {
 // round trip, and the compute's late fill is rejected.
 func TestSetDuringComputeReachesWaitersInItsNotification(t *testing.T) {
 	ctx := context.Background()
-	ns := redistest.Prefix(t)
-	opts := cache.Options{Namespace: ns, LeaseTTL: 10 * time.Second, WaitTimeout: time.Minute, PollInterval: time.Minute}
-	rs := countedReplicas(t, 3, opts)
+	rs := countedReplicas(t, 3, patientOpts(t))
 	a, b, admin := rs[0], rs[1], rs[2]
-	o := &origin[string]{value: "computed", started: make(chan struct{}, 1), release: make(chan struct{})}
-	led := make(chan error, 1)
-	go func() {
-		_, err := a.c.GetOrCompute(ctx, "k", o.fn)
-		led <- err
-	}()
-	<-o.started
+	finish := holdCompute(t, a, "k", "computed")
 	var lb int64
 	b.since(&lb)
 	waited := make(chan cache.Result[string], 1)
@@ -254,10 +246,7 @@ func TestSetDuringComputeReachesWaitersInItsNotification(t *testing.T) {
 	if n := b.since(&lb); n != 0 {
 		t.Errorf("the waiter made %d round trips after the Set, want 0", n)
 	}
-	close(o.release)
-	if err := <-led; err != nil {
-		t.Fatal(err)
-	}
+	finish()
 	if n := a.c.Stats().FencedOut; n != 1 {
 		t.Fatalf("FencedOut=%d: the compute's late fill was not rejected", n)
 	}
@@ -271,17 +260,9 @@ func TestSetDuringComputeReachesWaitersInItsNotification(t *testing.T) {
 // already outdated, and that compute's late fill is rejected.
 func TestDeleteDuringComputeFreesTheKeyAtOnce(t *testing.T) {
 	ctx := context.Background()
-	ns := redistest.Prefix(t)
-	opts := cache.Options{Namespace: ns, LeaseTTL: 10 * time.Second, WaitTimeout: time.Minute, PollInterval: time.Minute}
-	rs := countedReplicas(t, 2, opts)
+	rs := countedReplicas(t, 2, patientOpts(t))
 	a, b := rs[0], rs[1]
-	o := &origin[string]{value: "outdated", started: make(chan struct{}, 1), release: make(chan struct{})}
-	led := make(chan error, 1)
-	go func() {
-		_, err := a.c.GetOrCompute(ctx, "k", o.fn)
-		led <- err
-	}()
-	<-o.started
+	finish := holdCompute(t, a, "k", "outdated")
 	if err := b.c.Delete(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
@@ -289,14 +270,37 @@ func TestDeleteDuringComputeFreesTheKeyAtOnce(t *testing.T) {
 	if err != nil || r.Outcome != cache.Miss || r.Value != "fresh" {
 		t.Fatalf("after the Delete: %+v %v", r, err)
 	}
-	close(o.release)
-	if err := <-led; err != nil {
-		t.Fatal(err)
-	}
+	finish()
 	if n := a.c.Stats().FencedOut; n != 1 {
 		t.Fatalf("FencedOut=%d", n)
 	}
 	if v, _, err := b.c.Get(ctx, "k"); err != nil || v != "fresh" {
 		t.Fatalf("stored %q %v: the outdated compute overwrote the fresh one", v, err)
+	}
+}
+
+// patientOpts are options under which waiters neither poll nor time out
+// while a test runs: every wake-up is a notification.
+func patientOpts(t *testing.T) cache.Options {
+	return cache.Options{Namespace: redistest.Prefix(t), LeaseTTL: 10 * time.Second, WaitTimeout: time.Minute, PollInterval: time.Minute}
+}
+
+// holdCompute starts a compute of key on r that returns value once finish
+// is called, and returns when it runs; finish waits for the call's end.
+func holdCompute(t *testing.T, r *counted, key, value string) (finish func()) {
+	t.Helper()
+	o := &origin[string]{value: value, started: make(chan struct{}, 1), release: make(chan struct{})}
+	led := make(chan error, 1)
+	go func() {
+		_, err := r.c.GetOrCompute(context.Background(), key, o.fn)
+		led <- err
+	}()
+	<-o.started
+	return func() {
+		t.Helper()
+		close(o.release)
+		if err := <-led; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
