@@ -19,7 +19,7 @@ func BenchmarkDecode(b *testing.B) {
 	c := &Cache[decodeBenchValue]{opts: Options{Codec: MsgpackCodec{}, MaxValueBytes: 1 << 20}}
 	now := time.Now()
 	w := stale.Policy{TTL: time.Hour}.Write(now, 0, 0.5)
-	raw, err := c.encodeEntry(entry[decodeBenchValue]{value: decodeBenchValue{ID: 42, Name: "a report with a name of some length", Tags: []string{"a", "b", "c"}, Score: 0.5}, w: w}, 1)
+	raw, err := c.encodeEntry(entry[decodeBenchValue]{value: decodeBenchValue{ID: 42, Name: "a report with a name of some length", Tags: []string{"a", "b", "c"}, Score: 0.5}, w: w})
 	if err != nil {
 		b.Fatal(err)
 	}

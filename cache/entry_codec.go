@@ -38,7 +38,7 @@ func checkCodec[V any](codec Codec) error {
 }
 
 // encodeEntry turns an entry into an envelope for Redis.
-func (c *Cache[V]) encodeEntry(e entry[V], fence int64) ([]byte, error) {
+func (c *Cache[V]) encodeEntry(e entry[V]) ([]byte, error) {
 	env := envelope{
 		Type:          c.typeTag,
 		Created:       toMillis(e.w.Created),
@@ -46,7 +46,6 @@ func (c *Cache[V]) encodeEntry(e entry[V], fence int64) ([]byte, error) {
 		StaleUntil:    toMillis(e.w.StaleUntil),
 		ErrorUntil:    toMillis(e.w.ErrorUntil),
 		ComputeMicros: e.took.Microseconds(),
-		Fence:         fence,
 	}
 	if e.failSafe {
 		env.Flags |= flagFailSafe

@@ -3,8 +3,9 @@ package cache
 import "strings"
 
 // keys names one cache key's state in Redis. Every name shares the hash tag
-// {ns:k}, so every script touches one Cluster slot: the value {ns:k}:v,
-// the lease {ns:k}:l, the fence {ns:k}:f and the fill channel {ns:k}:n.
+// {ns:k}, so every script touches one Cluster slot: the value {ns:k}:v (the
+// only key at rest), the lease {ns:k}:l (only while a compute runs) and the
+// fill channel {ns:k}:n.
 // Only the value's name is built eagerly (the hit path needs nothing else);
 // the others are slices or short concatenations of it.
 type keys struct {
@@ -43,12 +44,8 @@ func (c *Cache[V]) keysForMany(names []string) []keys {
 	return ks
 }
 
-// name is ns:k, the lease's name.
-func (k keys) name() string { return k.value[1 : len(k.value)-3] }
-
 // tag is {ns:k}.
 func (k keys) tag() string { return k.value[:len(k.value)-2] }
 
 func (k keys) lease() string   { return k.tag() + ":l" }
-func (k keys) fence() string   { return k.tag() + ":f" }
 func (k keys) channel() string { return k.tag() + ":n" }

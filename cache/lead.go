@@ -13,7 +13,7 @@ import (
 // task is one key a leader holds the claim of, and what became of it.
 type task[V any] struct {
 	k     keys
-	claim claim
+	claim claim[V]
 	prev  *entry[V] // answers if the compute fails (stale-if-error)
 	// after: a refresh of the entry created then; an entry found created
 	// after it is someone else's newer fill (zero on a miss).
@@ -24,7 +24,7 @@ type task[V any] struct {
 }
 
 // leadOne is lead for a single key.
-func (c *Cache[V]) leadOne(ctx context.Context, k keys, cl claim, fn batchFunc[V], prev *entry[V], after time.Time) (loaded[V], error) {
+func (c *Cache[V]) leadOne(ctx context.Context, k keys, cl claim[V], fn batchFunc[V], prev *entry[V], after time.Time) (loaded[V], error) {
 	t := &task[V]{k: k, claim: cl, prev: prev, after: after}
 	c.lead(ctx, []*task[V]{t}, fn)
 	return t.res, t.err
@@ -37,14 +37,16 @@ func (c *Cache[V]) leadOne(ctx context.Context, k keys, cl claim, fn batchFunc[V
 // waiters at once), whatever fn does: fail, panic, call runtime.Goexit or
 // outlive ComputeTimeout.
 func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
-	// The previous holder may have filled between our read and our claim.
+	// The previous holder may have filled between our read and our claim
+	// (the Redis claim re-read the key in the same step).
 	ks := make([]keys, len(tasks))
+	cls := make([]claim[V], len(tasks))
 	for i, t := range tasks {
-		ks[i] = t.k
+		ks[i], cls[i] = t.k, t.claim
 	}
 	done := make([]bool, len(tasks))
 	now := c.now()
-	err := c.store.readMany(ctx, ks, readOwn, func(i int, e entry[V], found bool) {
+	err := reread(ctx, c.store, ks, cls, func(i int, e entry[V], found bool) {
 		if !found {
 			return
 		}

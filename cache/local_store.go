@@ -42,8 +42,8 @@ func (s *localStore[V]) readMany(ctx context.Context, ks []keys, _ readMode, eac
 	return nil
 }
 
-func (s *localStore[V]) claimMany(_ context.Context, ks []keys) []claimed {
-	out := make([]claimed, len(ks))
+func (s *localStore[V]) claimMany(_ context.Context, ks []keys) []claimed[V] {
+	out := make([]claimed[V], len(ks))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, k := range ks {
@@ -52,17 +52,17 @@ func (s *localStore[V]) claimMany(_ context.Context, ks []keys) []claimed {
 		}
 		s.token++
 		s.claims[k.key] = s.token
-		out[i] = claimed{claim: claim{token: s.token}, won: true}
+		out[i] = claimed[V]{claim: claim[V]{k: k, local: s.token}, won: true}
 	}
 	return out
 }
 
-func (s *localStore[V]) keepAlive(context.Context, claim) func() { return func() {} }
+func (s *localStore[V]) keepAlive(context.Context, claim[V]) func() { return func() {} }
 
 // holdsLocked reports whether cl is still key's claim; call with s.mu held.
-func (s *localStore[V]) holdsLocked(key string, cl claim) bool {
+func (s *localStore[V]) holdsLocked(key string, cl claim[V]) bool {
 	t, ok := s.claims[key]
-	return ok && t == cl.token
+	return ok && t == cl.local
 }
 
 func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillResult {
@@ -82,7 +82,7 @@ func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillRes
 	return out
 }
 
-func (s *localStore[V]) abandon(_ context.Context, k keys, cl claim) {
+func (s *localStore[V]) abandon(_ context.Context, k keys, cl claim[V]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holdsLocked(k.key, cl) {
@@ -118,6 +118,12 @@ type localWaiter struct {
 
 func (w *localWaiter) ready() <-chan struct{} { return w.c }
 func (w *localWaiter) close()                 { w.off() }
+
+// readNotified implements [store]: local notifications carry no entry, and
+// a read costs nothing.
+func (s *localStore[V]) readNotified(ctx context.Context, k keys, _ subscription) (entry[V], bool, error) {
+	return s.read(ctx, k, readWaiting)
+}
 
 func (s *localStore[V]) subscribe(_ context.Context, k keys) (subscription, error) {
 	w := &localWaiter{key: k.key, c: make(chan struct{}, 1)}

@@ -88,9 +88,12 @@ type subOp struct {
 	ready     chan struct{} // closed when confirmed (subscribe only)
 }
 
-// wakeAll tells every waiter of the channel to re-read; call with n.mu held.
-func (st *channelState) wakeAll() {
+// wakeAll tells every waiter of the channel to re-read, handing each the
+// notification's payload ("" when there is none: a broken connection);
+// call with n.mu held.
+func (st *channelState) wakeAll(payload string) {
 	for w := range st.waiters {
+		w.last = payload
 		select {
 		case w.C <- struct{}{}:
 		default:
@@ -107,7 +110,7 @@ func (st *channelState) release() {
 		}
 	}
 	st.pending = nil
-	st.wakeAll()
+	st.wakeAll("")
 }
 
 // waiter is one local waiter's registration on a channel.
@@ -117,6 +120,19 @@ type waiter struct {
 	// C receives a value when a notification arrives (or the connection
 	// broke and the key must be re-read).
 	C chan struct{}
+	// last is the payload of the latest notification not yet taken (under
+	// n.mu): a fill's or Set's envelope, or a marker.
+	last string
+}
+
+// take returns the payload of the latest notification since the last take
+// and forgets it.
+func (w *waiter) take() string {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	p := w.last
+	w.last = ""
+	return p
 }
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
@@ -365,7 +381,7 @@ func (n *notifier) wake(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st := n.chans[channel]; st != nil {
-		st.wakeAll()
+		st.wakeAll(payload)
 	}
 }
 
@@ -517,7 +533,7 @@ func (n *notifier) close() error {
 		conns = append(conns, c)
 	}
 	for _, st := range n.chans {
-		st.wakeAll()
+		st.wakeAll("")
 	}
 	n.mu.Unlock()
 	var errs []error

@@ -23,7 +23,8 @@ const (
 	EventLeaseExtended
 	// EventLeaseLost: an extension found the lease taken or gone.
 	EventLeaseLost
-	// EventReleaseRejected: releasing found the lease no longer ours.
+	// EventReleaseRejected: releasing found the lease in another holder's
+	// hands (a fill, or an abandon finding it gone or another's).
 	EventReleaseRejected
 	// EventCompute: the compute function ran; Duration is how long, Err its
 	// error (nil on success, a wrapped ErrNotFound for a "not found").
@@ -32,8 +33,9 @@ const (
 	// Duration is how long, Outcome how the wait ended (Waited when
 	// another replica's value arrived: one recompute saved).
 	EventWait
-	// EventFencedOut: a fill was rejected because a newer lease, Set or
-	// Delete happened while computing.
+	// EventFencedOut: a fill was rejected because its writer no longer held
+	// its lease: it expired or was lost in a failover, or a newer lease, Set
+	// or Delete took it while computing.
 	EventFencedOut
 	// EventCorrupt: an entry under a key of ours was not ours or did not
 	// decode; it was treated as a miss.
@@ -109,7 +111,7 @@ func (c *Cache[V]) logRare(ctx context.Context, level slog.Level, msg string, ke
 }
 
 // observeClaim reports a claim attempt on key begun at start.
-func (c *Cache[V]) observeClaim(ctx context.Context, key string, cl claimed, start time.Time) {
+func (c *Cache[V]) observeClaim(ctx context.Context, key string, cl claimed[V], start time.Time) {
 	if c.opts.Observer == nil {
 		return
 	}

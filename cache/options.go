@@ -93,7 +93,8 @@ type Options struct {
 	// MaxKeyBytes caps a key. Default: 1024.
 	MaxKeyBytes int
 	// Codec encodes values for Redis. Default: [MsgpackCodec], except that a
-	// []byte or string V is stored as its raw bytes.
+	// []byte or string V is stored as its raw bytes. [S2Codec] compresses
+	// large values.
 	Codec Codec
 	// BreakerThreshold is how many Redis failures in a row open the circuit
 	// breaker, after which calls compute locally (Outcome Degraded) without

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -11,11 +12,18 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stampede-go/stampede/internal/fencelua"
-	"github.com/stampede-go/stampede/lease"
+	"github.com/stampede-go/stampede/stale"
 )
 
 var (
+	//go:embed scripts/claim.lua
+	claimSrc    string
+	claimScript = redis.NewScript(claimSrc)
+
+	//go:embed scripts/extend.lua
+	extendSrc    string
+	extendScript = redis.NewScript(extendSrc)
+
 	//go:embed scripts/fill.lua
 	fillSrc    string
 	fillScript = redis.NewScript(fillSrc)
@@ -26,23 +34,30 @@ var (
 
 	//go:embed scripts/set.lua
 	setSrc    string
-	setScript = redis.NewScript(fencelua.Source + setSrc)
+	setScript = redis.NewScript(setSrc)
 
 	//go:embed scripts/delete.lua
 	deleteSrc    string
-	deleteScript = redis.NewScript(fencelua.Source + deleteSrc)
+	deleteScript = redis.NewScript(deleteSrc)
 )
 
 // probeTimeout bounds the breaker's background PING.
 const probeTimeout = time.Second
 
-// redisStore is the [store] over Redis: entries are envelopes under
-// {ns:k}:v, claims are lease/ leases whose fence the fill script checks,
-// notifications travel on per-key (sharded on a Cluster) channels.
+// notifyMaxBytes is the largest envelope a fill or Set notification
+// carries: a waiter on another replica gets such a value without a GET.
+// Larger ones are announced with a marker, and the waiters GET them.
+const notifyMaxBytes = 64 << 10
+
+// redisStore is the [store] over Redis (protocol v2): at rest a key is one
+// Redis key, its envelope {ns:k}:v; a claim is a lease {ns:k}:l holding its
+// holder's random token, which exists only while the holder computes; a
+// fill is a compare-and-set against that token, and Set and Delete take the
+// lease away. Notifications travel on per-key (sharded on a Cluster)
+// channels {ns:k}:n and carry the envelope when it is small enough.
 type redisStore[V any] struct {
 	c      *Cache[V]
 	rdb    redis.UniversalClient
-	leases *lease.Client
 	notify *notifier
 	reads  readGroup                                    // shares concurrent hit-path GETs of one key
 	getFn  func(context.Context, string) (reply, error) // s.get, bound once: a method value per read would allocate
@@ -51,20 +66,8 @@ type redisStore[V any] struct {
 var _ store[struct{}] = (*redisStore[struct{}])(nil)
 
 func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V], error) {
-	opts := c.opts
-	interval := max(opts.LeaseTTL/3, time.Millisecond)
 	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb)}
 	s.getFn = s.get
-	leases, err := lease.New(rdb, lease.Options{
-		ExtendInterval: interval,
-		MaxExtensions:  int(max(opts.ComputeTimeout, opts.RefreshTimeout)/interval) + 2,
-		FenceTTL:       time.Duration(s.fenceTTL()) * time.Millisecond,
-		OnExtend:       s.onExtend,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-	}
-	s.leases = leases
 	c.brk.probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
 }
@@ -86,13 +89,6 @@ func (s *redisStore[V]) probe(ctx context.Context) {
 func (s *redisStore[V]) available() bool { return s.c.brk.allow() }
 
 func (s *redisStore[V]) close() error { return s.notify.close() }
-
-// fenceTTL is how long a key's fence outlives its last move.
-func (s *redisStore[V]) fenceTTL() int64 {
-	o := s.c.opts
-	keep := o.TTL + max(o.Stale, o.StaleIfError) + o.LeaseTTL
-	return max(24*time.Hour, 4*keep).Milliseconds()
-}
 
 // shardArg tells the scripts how to announce on a key's channel: "1" for
 // SPUBLISH on a Cluster (the channel lives on the key's own shard, as the
@@ -212,66 +208,55 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 	return nil
 }
 
-// claimMany implements [store] with the keys' leases: one EVALSHA for one
-// key, one pipeline for several.
-func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed {
-	out := make([]claimed, len(ks))
+// claimMany implements [store] with the claim script (one EVALSHA for one
+// key, a pipeline of EVAL for several: a pipeline cannot fall back on
+// NOSCRIPT): each key's lease is taken if it is free, and a lease won
+// carries the key's value as it was at that moment, so the lead needs no
+// read of its own.
+func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
+	out := make([]claimed[V], len(ks))
 	start := time.Now()
-	if len(ks) == 1 {
-		l, err := s.leases.Acquire(ctx, ks[0].name(), s.c.opts.LeaseTTL)
-		var busy *lease.BusyError
-		switch {
-		case err == nil:
-			out[0] = claimed{claim: claim{lease: l}, won: true}
-		case errors.As(err, &busy):
-			out[0] = claimed{remaining: busy.Remaining}
-		default:
-			s.redisFailed(ctx, err)
-			out[0] = claimed{err: err}
-		}
-		s.c.observeClaim(ctx, ks[0].key, out[0], start)
-		return out
-	}
-	names := make([]string, len(ks))
-	for i, k := range ks {
-		names[i] = k.name()
-	}
-	leases, remaining, errs := s.leases.AcquireMany(ctx, names, s.c.opts.LeaseTTL)
+	ttl := max(s.c.opts.LeaseTTL.Milliseconds(), 1)
+	tokens := make([]string, len(ks))
+	cmds := make([]*redis.Cmd, len(ks))
 	for i := range ks {
-		switch {
-		case leases[i] != nil:
-			out[i] = claimed{claim: claim{lease: leases[i]}, won: true}
-		case errs[i] != nil:
-			s.redisFailed(ctx, errs[i])
-			out[i] = claimed{err: errs[i]}
-		default:
-			out[i] = claimed{remaining: remaining[i]}
+		tokens[i] = rand.Text()
+	}
+	if len(ks) == 1 {
+		cmds[0] = claimScript.Run(ctx, s.rdb, []string{ks[0].value, ks[0].lease()}, tokens[0], ttl)
+	} else {
+		pipe := s.rdb.Pipeline()
+		for i, k := range ks {
+			cmds[i] = claimScript.Eval(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
 		}
+		_, _ = pipe.Exec(ctx) // errors are per command
+	}
+	for i, cmd := range cmds {
+		out[i] = s.claimed(ctx, ks[i], tokens[i], cmd)
 		s.c.observeClaim(ctx, ks[i].key, out[i], start)
 	}
 	return out
 }
 
-// keepAlive implements [store]: the lease is extended while computing. A
-// lost lease does not matter to the compute: the fence decides the fill.
-func (s *redisStore[V]) keepAlive(ctx context.Context, cl claim) func() {
-	_, stop := cl.lease.KeepAlive(ctx)
-	return func() { _ = stop() }
-}
-
-// onExtend reports the lease's extensions while computing.
-func (s *redisStore[V]) onExtend(l *lease.Lease, err error) {
-	key := strings.TrimPrefix(l.Name(), s.c.opts.Namespace+":")
-	ctx := context.Background()
-	switch {
-	case err == nil:
-		s.c.observe(ctx, Event{Kind: EventLeaseExtended, Key: key})
-	case errors.Is(err, lease.ErrLeaseLost):
-		s.c.observe(ctx, Event{Kind: EventLeaseLost, Key: key, Err: err})
-		s.c.logRare(ctx, slog.LevelWarn, "stampede: lease lost while computing; the fence decides whether the value is stored", key, err)
-	default:
-		s.redisFailed(ctx, err)
+// claimed reads the claim script's reply.
+func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *redis.Cmd) claimed[V] {
+	res, err := cmd.Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("cache: claim: unexpected reply %v", res)
 	}
+	if err != nil {
+		s.redisFailed(ctx, err)
+		return claimed[V]{err: fmt.Errorf("cache: claim %s: %w", k.lease(), err)}
+	}
+	if won, _ := res[0].(int64); won == 0 {
+		ms, _ := res[1].(int64)
+		return claimed[V]{remaining: time.Duration(max(ms, 0)) * time.Millisecond}
+	}
+	cl := claim[V]{k: k, token: token, reread: true}
+	if v, ok := res[1].(string); ok {
+		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
+	}
+	return claimed[V]{claim: cl, won: true}
 }
 
 // fillMany implements [store]: one fill script per entry (EVALSHA for one,
@@ -318,23 +303,24 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 	return out
 }
 
-func fillKeys(k keys) []string { return []string{k.value, k.lease(), k.fence()} }
+func fillKeys(k keys) []string { return []string{k.value, k.lease()} }
 
-// fillArgs encodes a fill for the fill script: envelope, TTL, token, fence,
-// channel, SPUBLISH flag.
+// fillArgs encodes a fill for the fill script: envelope, TTL, token,
+// channel, SPUBLISH flag, the largest envelope a notification carries.
 func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
-	b, err := s.c.encodeEntry(r.e, r.claim.lease.Fence())
+	b, err := s.c.encodeEntry(r.e)
 	if err != nil {
 		return nil, err
 	}
-	return []any{b, max(r.e.w.Expire().Milliseconds(), 1), r.claim.lease.Token(), r.claim.lease.Fence(), r.k.channel(), s.shardArg()}, nil
+	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.channel(), s.shardArg(), notifyMaxBytes}, nil
 }
 
 // refill retries a fill that failed on a Redis error (a failover, a
 // restart) in the background, with backoff, for up to LeaseTTL+WaitTimeout:
 // the replicas waiting for this value get it as soon as Redis answers
-// instead of recomputing it. The fence makes a late fill safe: if a newer
-// lease, Set or Delete happened meanwhile, it is rejected.
+// instead of recomputing it. The compare-and-set makes a late fill safe: if
+// the lease expired, or a newer lease, Set or Delete happened meanwhile, it
+// is rejected.
 func (s *redisStore[V]) refill(k keys, args []any) {
 	s.c.goBackground("\x00fill "+k.key, func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, s.c.opts.LeaseTTL+s.c.opts.WaitTimeout)
@@ -355,8 +341,9 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 	})
 }
 
-// filled reads the fill script's reply, reporting a rejected release; it
-// says whether the value was stored (false: fenced out, or Redis failed).
+// filled reads the fill script's reply, reporting a lease found in another
+// holder's hands; it says whether the value was stored (false: fenced out,
+// or Redis failed).
 // A Redis failure counts, but the value is good: only storing it failed.
 func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool {
 	res, err := cmd.Int64Slice()
@@ -368,7 +355,7 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 		return false
 	}
 	s.redisOK(ctx)
-	if res[1] == 0 {
+	if res[1] == 1 {
 		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
 	}
 	return res[0] == 1
@@ -376,10 +363,10 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 
 // abandon implements [store]: the lease is released and the waiters woken,
 // so that one of them takes over at once.
-func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim) {
+func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim[V]) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	n, err := abandonScript.Run(actx, s.rdb, []string{k.lease()}, cl.lease.Token(), k.channel(), s.shardArg()).Int64()
+	n, err := abandonScript.Run(actx, s.rdb, []string{k.lease()}, cl.token, k.channel(), s.shardArg()).Int64()
 	switch {
 	case err != nil:
 		s.redisFailed(actx, err)
@@ -388,15 +375,15 @@ func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim) {
 	}
 }
 
-// set implements [store]: the fence moves on, so a compute in flight
+// set implements [store]: the lease is taken away, so a compute in flight
 // cannot overwrite the value, and every replica's L1 is told.
 func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
-	b, err := s.c.encodeEntry(e, 0)
+	b, err := s.c.encodeEntry(e)
 	if err != nil {
 		return err
 	}
-	err = setScript.Run(ctx, s.rdb, []string{k.value, k.fence()}, b, max(e.w.Expire().Milliseconds(), 1), s.fenceTTL(), k.channel(),
-		s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Err()
+	err = setScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, b, keepMillis(e.w, s.c.now()), k.channel(),
+		s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg(), notifyMaxBytes).Err()
 	if err != nil {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: set %s: %w", k.value, err)
@@ -407,13 +394,26 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 
 // delete implements [store] like set.
 func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
-	if err := deleteScript.Run(ctx, s.rdb, []string{k.value, k.fence()}, s.fenceTTL(), k.channel(),
+	if err := deleteScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, k.channel(),
 		s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Err(); err != nil {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: delete %s: %w", k.value, err)
 	}
 	s.reads.forget(k.value)
 	return nil
+}
+
+// readNotified implements [store]: a fill or Set notification that carried
+// the envelope answers without a round trip.
+func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscription) (entry[V], bool, error) {
+	if w, ok := sub.(*waiter); ok {
+		if p := w.take(); isEnvelope(p) {
+			if e, found, _ := s.c.decodeEntry(ctx, k.key, reply{s: p, found: true}, false); found {
+				return e, true, nil
+			}
+		}
+	}
+	return s.read(ctx, k, readWaiting)
 }
 
 // subscribe implements [store] with the key's fill channel.
@@ -466,4 +466,11 @@ func (s *redisStore[V]) redisOK(ctx context.Context) {
 		s.c.logRare(ctx, slog.LevelInfo, "stampede: Redis answers again (breaker closed)", "", nil)
 		s.c.observe(ctx, Event{Kind: EventBreakerClosed})
 	}
+}
+
+// keepMillis is how long Redis keeps an entry with windows w written at
+// now: to the end of its error window (a re-armed fail-safe value keeps its
+// old Created, so this is not w.Expire()).
+func keepMillis(w stale.Windows, now time.Time) int64 {
+	return max(w.ErrorUntil.Sub(now).Milliseconds(), 1)
 }

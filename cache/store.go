@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/stampede-go/stampede/lease"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -19,17 +18,26 @@ type entry[V any] struct {
 	failSafe bool
 }
 
-// claim is the right to fill one key: a Redis lease, or a process-local
-// one. It exists only while its holder computes.
-type claim struct {
-	lease *lease.Lease // Redis
-	token uint64       // process-local
+// claim is the right to fill one key: a Redis lease (its holder's random
+// token under {ns:k}:l), or a process-local one. It exists only while its
+// holder computes; a fill is a compare-and-set against it, and a Set or
+// Delete takes it away.
+type claim[V any] struct {
+	k     keys
+	token string // Redis: the holder's random lease token
+	local uint64 // process-local
+	// reread says the store read the key when the claim was won (Redis: in
+	// the claim script, no round trip of its own): seen and found are what
+	// it found, so the lead needs no read of its own.
+	reread bool
+	found  bool
+	seen   entry[V]
 }
 
 // claimed is one key's answer to a claim attempt: won, held by another
 // owner for remaining, or failed (err).
-type claimed struct {
-	claim     claim
+type claimed[V any] struct {
+	claim     claim[V]
 	won       bool
 	remaining time.Duration
 	err       error
@@ -38,7 +46,7 @@ type claimed struct {
 // fillReq is one computed entry to store under its claim.
 type fillReq[V any] struct {
 	k     keys
-	claim claim
+	claim claim[V]
 	e     entry[V]
 }
 
@@ -76,6 +84,21 @@ type subscription interface {
 	close()
 }
 
+// reread hands each of ks the entry its claim found when it was won, or,
+// when a claim carries none (the process-local store), reads them all in
+// one round trip of their own (readOwn).
+func reread[V any](ctx context.Context, s store[V], ks []keys, cls []claim[V], each func(i int, e entry[V], found bool)) error {
+	for _, cl := range cls {
+		if !cl.reread {
+			return s.readMany(ctx, ks, readOwn, each)
+		}
+	}
+	for i, cl := range cls {
+		each(i, cl.seen, cl.found)
+	}
+	return nil
+}
+
 // store is the storage seam: every decision path (hit, lead, fill, wait,
 // stale-if-error, batch, Set, Delete) runs its steps through it, so Redis
 // and process-local mode make the same decisions with the same fences. A
@@ -88,19 +111,24 @@ type store[V any] interface {
 	// readMany reads ks in one round trip and hands each key's entry to
 	// each; mode is readShared (counting corrupt entries) or readOwn.
 	readMany(ctx context.Context, ks []keys, mode readMode, each func(i int, e entry[V], found bool)) error
-	// claimMany tries to claim ks once each, in one round trip.
-	claimMany(ctx context.Context, ks []keys) []claimed
+	// claimMany tries to claim ks once each, in one round trip; a claim won
+	// may carry the key's entry as it was when it was won (see reread).
+	claimMany(ctx context.Context, ks []keys) []claimed[V]
 	// keepAlive keeps a claim alive while its holder computes, until stop.
-	keepAlive(ctx context.Context, cl claim) (stop func())
+	keepAlive(ctx context.Context, cl claim[V]) (stop func())
 	// fillMany stores computed entries under their claims, in one round trip,
 	// and releases the claims.
 	fillMany(ctx context.Context, reqs []fillReq[V]) []fillResult
 	// abandon releases a claim without a value and wakes the key's waiters.
-	abandon(ctx context.Context, k keys, cl claim)
+	abandon(ctx context.Context, k keys, cl claim[V])
 	// set stores e, taking any claim in flight away (its fill is fenced out).
 	set(ctx context.Context, k keys, e entry[V]) error
 	// delete removes key, taking any claim in flight away.
 	delete(ctx context.Context, k keys) error
+	// readNotified is a waiter's read: the entry the latest notification
+	// carried, when it carried one since the last call, else a read of its
+	// own (readWaiting).
+	readNotified(ctx context.Context, k keys, sub subscription) (e entry[V], found bool, err error)
 	// subscribe registers for key's notifications and returns once they
 	// cannot be missed by a read that follows (or with an error: callers
 	// then poll).

@@ -33,7 +33,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 	for attempt := 0; wctx.Err() == nil; attempt++ {
 		// Reads are bounded by the wait: a master that died mid-read must
 		// not hold the caller past WaitTimeout.
-		e, found, err := c.store.read(wctx, k, readWaiting)
+		e, found, err := c.store.readNotified(wctx, k, sub)
 		// Redis failed (a failover, a restart) while another replica
 		// computes: keep waiting, as its fill retries until Redis answers,
 		// unless this process already counts Redis as down. A waiter's own

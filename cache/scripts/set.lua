@@ -1,14 +1,14 @@
--- Write a value directly and move the fence on, so a compute in flight
--- cannot overwrite it later; announce it.
--- KEYS[1] value, KEYS[2] fence
--- ARGV[1] envelope, ARGV[2] value TTL (ms), ARGV[3] fence TTL (ms), ARGV[4] channel,
--- ARGV[5] invalidation channel, ARGV[6] invalidation ("instance key"), ARGV[7] '1' to announce on ARGV[4]
--- with SPUBLISH (sharded pub/sub on a Cluster; the invalidation is broadcast).
--- Returns the new fence.
--- next_fence is internal/fencelua's, prepended: the fence moves on as a
--- lease acquisition moves it.
-local fence = next_fence(KEYS[2], ARGV[3])
+-- Write a value directly and take the lease away, so a compute in flight
+-- cannot overwrite it later (its fill finds no lease of its own); announce
+-- it, with the envelope when it is small enough, and tell every replica's L1.
+-- KEYS[1] value, KEYS[2] lease
+-- ARGV[1] envelope, ARGV[2] value TTL (ms), ARGV[3] channel, ARGV[4] invalidation channel,
+-- ARGV[5] invalidation ("instance key"), ARGV[6] '1' to announce on ARGV[3] with SPUBLISH
+-- (sharded pub/sub on a Cluster; the invalidation is broadcast), ARGV[7] the
+-- largest envelope a notification carries (bytes).
+-- Returns 1 when a compute in flight lost its lease.
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call(ARGV[7] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[4], 'set')
-redis.call('PUBLISH', ARGV[5], ARGV[6])
-return fence
+local taken = redis.call('DEL', KEYS[2])
+redis.call(ARGV[6] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[3], #ARGV[1] <= tonumber(ARGV[7]) and ARGV[1] or 'set')
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return taken

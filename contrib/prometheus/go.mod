@@ -4,6 +4,8 @@ go 1.26.0
 
 require github.com/stampede-go/stampede v0.0.0
 
+require github.com/klauspost/compress v1.20.1 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
