@@ -3,6 +3,7 @@ package redisserver_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -104,5 +105,39 @@ func TestBadArgsFailClearly(t *testing.T) {
 	_, err := redisserver.Start(redisserver.Options{Args: []string{"--no-such-option", "x"}})
 	if err == nil || !strings.Contains(err.Error(), "exited at start") {
 		t.Fatalf("err=%v", err)
+	}
+}
+
+func TestStartIndependent(t *testing.T) {
+	servers, err := redisserver.StartIndependent(3, redisserver.Options{})
+	if errors.Is(err, redisserver.ErrNoBinary) {
+		if strings.EqualFold(getenv("CI"), "true") {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	})
+	for i, s := range servers {
+		if got := do(t, s.Addr(), fmt.Sprintf("SET k%d v", i)); got != "+OK" {
+			t.Fatalf("SET on %s: %s", s.Addr(), got)
+		}
+	}
+	for i, s := range servers {
+		for j := range servers {
+			want := ":0"
+			if i == j {
+				want = ":1"
+			}
+			if got := do(t, s.Addr(), fmt.Sprintf("EXISTS k%d", j)); got != want {
+				t.Fatalf("server %d: EXISTS k%d = %s, want %s: the servers share data", i, j, got, want)
+			}
+		}
 	}
 }

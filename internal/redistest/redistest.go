@@ -316,3 +316,26 @@ func SlotOwner(ctx context.Context, c redis.Cmdable, slot int) (owner string, ma
 	}
 	return owner, masters, nil
 }
+
+// Independent starts n redis-servers of the test's own that know nothing of
+// each other (the independent masters of a Redlock quorum), stopped when the
+// test ends, and returns them with a new client for each, in the same order.
+// Without redis-server it skips the test, or fails it under CI=true.
+func Independent(t testing.TB, n int) ([]*redisserver.Server, []*redis.Client) {
+	t.Helper()
+	servers, err := redisserver.StartIndependent(n, redisserver.Options{})
+	if err != nil {
+		missing(t, fmt.Sprintf("%d redis-servers", n), err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	})
+	clients := make([]*redis.Client, n)
+	for i, s := range servers {
+		clients[i] = redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = clients[i].Close() })
+	}
+	return servers, clients
+}
