@@ -57,9 +57,9 @@ func Main(m *testing.M) {
 	os.Exit(leakcheck.Check(code))
 }
 
-// missing skips the test for want it could not start, or fails it under
+// Missing skips the test for want it could not start, or fails it under
 // CI=true, where everything the tests need must be there.
-func missing(t testing.TB, want string, err error) {
+func Missing(t testing.TB, want string, err error) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("%s is required under CI=true: %v", want, err)
@@ -76,7 +76,7 @@ func Server(t testing.TB) *redisserver.Server {
 		if err == nil {
 			err = fmt.Errorf("redistest: redistest.Main was not called from TestMain")
 		}
-		missing(t, "redis-server", err)
+		Missing(t, "redis-server", err)
 	}
 	return server
 }
@@ -88,7 +88,7 @@ func Cluster(t testing.TB) *redisserver.Cluster {
 	t.Helper()
 	clusterOnce.Do(func() { cluster, clusterErr = redisserver.StartCluster(3, 0) })
 	if clusterErr != nil {
-		missing(t, "a Redis Cluster", clusterErr)
+		Missing(t, "a Redis Cluster", clusterErr)
 	}
 	return cluster
 }
@@ -156,7 +156,7 @@ func NewCluster(t testing.TB, masters, replicas int) *redisserver.Cluster {
 	t.Helper()
 	c, err := redisserver.StartCluster(masters, replicas)
 	if err != nil {
-		missing(t, "a Redis Cluster", err)
+		Missing(t, "a Redis Cluster", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -273,7 +273,7 @@ func NewSentinel(t testing.TB) *redisserver.Sentinel {
 	t.Helper()
 	s, err := redisserver.StartSentinel()
 	if err != nil {
-		missing(t, "a Sentinel deployment", err)
+		Missing(t, "a Sentinel deployment", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -325,7 +325,7 @@ func Independent(t testing.TB, n int) ([]*redisserver.Server, []*redis.Client) {
 	t.Helper()
 	servers, err := redisserver.StartIndependent(n, redisserver.Options{})
 	if err != nil {
-		missing(t, fmt.Sprintf("%d redis-servers", n), err)
+		Missing(t, fmt.Sprintf("%d redis-servers", n), err)
 	}
 	t.Cleanup(func() {
 		for _, s := range servers {
