@@ -172,7 +172,12 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		select {
 		case r = <-replies:
 		case <-rctx.Done():
-			t.errs = append(t.errs, fmt.Errorf("lease: %s: %d server(s) did not answer: %w", name, len(idx)-len(t.yes)-t.no-len(t.errs), context.Cause(rctx)))
+			silent := len(idx) - len(t.yes) - t.no - len(t.errs)
+			err := fmt.Errorf("lease: %s: %d server(s) did not answer: %w", name, silent, context.Cause(rctx))
+			for range silent {
+				q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+			}
+			t.errs = append(t.errs, err)
 			return t
 		}
 		switch {
