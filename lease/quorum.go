@@ -139,11 +139,11 @@ type tally struct {
 	errs []error
 }
 
-// round sends call to the servers at idx (all when idx is nil) at once and
+// round sends call to the servers at idx (all when idx is empty) at once and
 // collects the replies until all came or the round's deadline passed.
 // call returns {1, v} for yes and {0, v} for no.
 func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Duration, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
-	if idx == nil {
+	if len(idx) == 0 {
 		idx = make([]int, len(q.servers))
 		for i := range idx {
 			idx[i] = i
@@ -157,14 +157,22 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		err error
 	}
 	replies := make(chan reply, len(idx)) // buffered: a straggler never blocks
-	for _, i := range idx {
-		go func() {
-			res, err := call(rctx, q.servers[i])
-			if err == nil && len(res) != 2 {
-				err = fmt.Errorf("unexpected reply %v", res)
-			}
-			replies <- reply{i, res, err}
-		}()
+	ask := func(i int) {
+		res, err := call(rctx, q.servers[i])
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("unexpected reply %v", res)
+		}
+		replies <- reply{i, res, err}
+	}
+	if len(idx) == 1 {
+		ask(idx[0]) // one server: no goroutine hand-off (it would decide alone anyway)
+	} else {
+		// One goroutine per server, so that a server that hangs past the
+		// deadline (a client that ignores context deadlines) does not
+		// hold the round up.
+		for _, i := range idx {
+			go ask(i)
+		}
 	}
 	var t tally
 	for range idx {
