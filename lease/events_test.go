@@ -46,7 +46,7 @@ func TestQuorumEvents(t *testing.T) {
 	ctx := context.Background()
 	addrs, _, kill := serverAddrs(t, 3)
 	rec := &recorder{}
-	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{Options: lease.Options{Observer: rec}, ServerTimeout: 200 * time.Millisecond})
+	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{Options: lease.Options{Observer: rec}, ServerTimeout: 500 * time.Millisecond})
 	kill(2)
 	name := redistest.Prefix(t)
 	const ttl = 10 * time.Second

@@ -140,17 +140,27 @@ type tally struct {
 }
 
 // round sends call to the servers at idx (all when idx is empty) at once and
-// collects the replies until all came or the round's deadline passed.
+// collects the replies until all came, the round's deadline passed, or
+// (when decided is not nil) decided says the outcome is known: the calls
+// still out then go on to their end, so that slow servers still take the
+// step, and a dead minority does not cost every step the whole deadline.
 // call returns {1, v} for yes and {0, v} for no.
-func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Duration, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
+func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
 	if len(idx) == 0 {
 		idx = make([]int, len(q.servers))
 		for i := range idx {
 			idx[i] = i
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, q.serverTimeout(ttl))
-	defer cancel()
+	// The round's context keeps the caller's deadline and cancellation
+	// while the round runs, but not after: calls still out when it returns
+	// early must not be cut short when the caller cancels its context.
+	timeout := q.serverTimeout(ttl)
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(ctx, cancel)
 	type reply struct {
 		i   int
 		res []int64
@@ -174,8 +184,26 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 			go ask(i)
 		}
 	}
+	pending := len(idx)
+	defer func() {
+		if pending == 0 {
+			stop()
+			cancel()
+			return
+		}
+		stop()
+		go func() { // the calls still out end by the deadline at the latest
+			for range pending {
+				<-replies
+			}
+			cancel()
+		}()
+	}()
 	var t tally
-	for range idx {
+	for pending > 0 {
+		if decided != nil && decided(t) {
+			return t
+		}
 		var r reply
 		select {
 		case r = <-replies:
@@ -188,6 +216,7 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 			t.errs = append(t.errs, err)
 			return t
 		}
+		pending--
 		switch {
 		case r.err != nil:
 			err := fmt.Errorf("lease: %s on server %d: %w", name, r.i, r.err)
@@ -202,6 +231,13 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		}
 	}
 	return t
+}
+
+// decided reports whether an extension's or a fence write-back's outcome
+// is known: a majority said yes, or so many said no
+// that no majority can.
+func (q *Quorum) decided(t tally) bool {
+	return len(t.yes) >= q.Majority() || t.no > len(q.servers)-q.Majority()
 }
 
 func (t tally) quorumError(op string, needed, of int) error {
@@ -258,7 +294,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 	sent := q.now()
 	valid := func() bool { return q.now().Sub(sent) < ttl-q.drift(ttl) }
 
-	grant := q.round(ctx, name, nil, ttl, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+	grant := q.round(ctx, name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
 		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds()).Int64Slice()
 	})
 	if len(grant.yes) < need || !valid() {
@@ -280,7 +316,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 		fence = max(fence, f)
 	}
 	fence++
-	written := q.round(ctx, name, grant.yes, ttl, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+	written := q.round(ctx, name, grant.yes, ttl, q.decided, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
 		ok, err := quorumFenceScript.Run(ctx, rdb, keys, token, fence, q.opts.FenceTTL.Milliseconds()).Int64()
 		return []int64{ok, 0}, err
 	})
@@ -302,7 +338,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl time.Duration) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
 	defer cancel()
-	q.round(rctx, name, nil, ttl, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+	q.round(rctx, name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
 		ok, err := releaseScript.Run(ctx, rdb, []string{key}, token).Int64()
 		return []int64{ok, 0}, err
 	})
@@ -312,7 +348,9 @@ func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl ti
 // released when a majority deleted it; when a majority no longer held it
 // the lease had been lost ([ErrLeaseLost]).
 func (q *Quorum) release(ctx context.Context, l *Lease) error {
-	t := q.round(ctx, l.name, nil, l.ttl, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+	// Every server's answer is awaited: a release leaves no copy behind
+	// that it could still delete.
+	t := q.round(ctx, l.name, nil, l.ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
 		ok, err := releaseScript.Run(ctx, rdb, []string{l.key}, l.token).Int64()
 		return []int64{ok, 0}, err
 	})
@@ -326,7 +364,7 @@ func (q *Quorum) extend(ctx context.Context, l *Lease, ttl time.Duration) error 
 		return fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
 	}
 	sent := q.now()
-	t := q.round(ctx, l.name, nil, ttl, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+	t := q.round(ctx, l.name, nil, ttl, q.decided, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
 		ok, err := extendScript.Run(ctx, rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
 		return []int64{ok, 0}, err
 	})

@@ -18,7 +18,7 @@ func TestQuorumPauseBetweenRoundsLeavesNoUsableFence(t *testing.T) {
 	ctx := context.Background()
 	addrs, clients, _ := serverAddrs(t, 5)
 	name := redistest.Prefix(t)
-	paused := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: 100 * time.Millisecond})
+	paused := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: 300 * time.Millisecond})
 	inPause, resume := make(chan struct{}), make(chan struct{})
 	lease.SetBetweenRounds(paused, func(context.Context) {
 		close(inPause)
@@ -30,7 +30,7 @@ func TestQuorumPauseBetweenRoundsLeavesNoUsableFence(t *testing.T) {
 
 	got := make(chan error, 1)
 	go func() {
-		l, err := paused.Acquire(ctx, name, 300*time.Millisecond)
+		l, err := paused.Acquire(ctx, name, time.Second)
 		if l != nil {
 			err = errors.Join(err, errors.New("the paused holder got a lease"))
 		}
@@ -97,13 +97,8 @@ func TestQuorumPausePastValidityIsRefused(t *testing.T) {
 		}
 		written = max(written, f)
 	}
-	next, err := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{}).Acquire(ctx, name, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.Fence() <= written {
-		t.Fatalf("next fence %d not above the refused holder's %d", next.Fence(), written)
-	}
+	// The next fence is above the one the refused holder wrote.
+	acquireAbove(t, newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{}), name, written)
 }
 
 // A holder paused after it acquired, past its TTL: the next holder's fence
@@ -112,8 +107,8 @@ func TestQuorumPauseAfterAcquirePastTTL(t *testing.T) {
 	ctx := context.Background()
 	addrs, clients, _ := serverAddrs(t, 5)
 	name := redistest.Prefix(t)
-	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: 100 * time.Millisecond})
-	la, err := q.Acquire(ctx, name, 300*time.Millisecond)
+	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: 300 * time.Millisecond})
+	la, err := q.Acquire(ctx, name, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +117,7 @@ func TestQuorumPauseAfterAcquirePastTTL(t *testing.T) {
 	other := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{
 		Options: lease.Options{Retries: 10000, RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond},
 	})
-	lb, err := other.Acquire(ctx, name, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lb.Fence() <= la.Fence() {
-		t.Fatalf("new fence %d not above the paused holder's %d", lb.Fence(), la.Fence())
-	}
+	lb := acquireAbove(t, other, name, la.Fence())
 	if err := la.Extend(ctx, time.Minute); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Fatalf("paused holder's extend: %v", err)
 	}
@@ -140,22 +129,23 @@ func TestQuorumPauseAfterAcquirePastTTL(t *testing.T) {
 	}
 }
 
-// Clock drift: the holder measured 600ms for the grant of a 1s lease. With
-// a drift factor of 0.5 (an allowance of 502ms) nothing is left of the
-// validity and the lease is refused and released; with 0.01 (12ms) it holds.
+// Clock drift: the holder measured 6s for the grant of a 10s lease. With a
+// drift factor of 0.5 (an allowance of 5.002s) nothing is left of the
+// validity and the lease is refused and released; with 0.3 (3.002s) and
+// 0.01 (102ms) it holds.
 func TestQuorumDriftFactor(t *testing.T) {
 	ctx := context.Background()
 	addrs, clients, _ := serverAddrs(t, 3)
 	for _, tc := range []struct {
 		drift float64
 		held  bool
-	}{{0.5, false}, {0.38, true}, {0.01, true}} {
+	}{{0.5, false}, {0.3, true}, {0.01, true}} {
 		name := redistest.Prefix(t)
 		q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{DriftFactor: tc.drift})
 		var offset atomic.Int64
 		lease.SetQuorumClock(q, func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
-		lease.SetBetweenRounds(q, func(context.Context) { offset.Store(int64(600 * time.Millisecond)) })
-		l, err := q.Acquire(ctx, name, time.Second)
+		lease.SetBetweenRounds(q, func(context.Context) { offset.Store(int64(6 * time.Second)) })
+		l, err := q.Acquire(ctx, name, 10*time.Second)
 		if held := err == nil; held != tc.held {
 			t.Fatalf("drift factor %g: held=%v (%v), want %v", tc.drift, held, err, tc.held)
 		}

@@ -16,15 +16,6 @@ import (
 	"github.com/stampede-go/stampede/lease"
 )
 
-// scripters turns clients into what NewQuorum takes.
-func scripters[C redis.Scripter](clients []C) []redis.Scripter {
-	out := make([]redis.Scripter, len(clients))
-	for i, c := range clients {
-		out[i] = c
-	}
-	return out
-}
-
 func newQuorum(t *testing.T, clients []redis.Scripter, opts lease.QuorumOptions) *lease.Quorum {
 	t.Helper()
 	q, err := lease.NewQuorum(clients, opts)
@@ -82,6 +73,20 @@ func holders(t *testing.T, clients []*redis.Client, name, token string) int {
 	return n
 }
 
+// acquireAbove takes the lease on name with q and fails the test unless its
+// fence is above floor: the fence rose past every earlier one.
+func acquireAbove(t *testing.T, q *lease.Quorum, name string, floor int64) *lease.Lease {
+	t.Helper()
+	l, err := q.Acquire(context.Background(), name, time.Minute)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if l.Fence() <= floor {
+		t.Fatalf("fence %d not above %d", l.Fence(), floor)
+	}
+	return l
+}
+
 func TestQuorumAcquireReleaseAndFence(t *testing.T) {
 	ctx := context.Background()
 	addrs, clients, _ := serverAddrs(t, 5)
@@ -114,8 +119,14 @@ func TestQuorumAcquireReleaseAndFence(t *testing.T) {
 	if err := l1.Extend(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := clients[0].PTTL(ctx, l1.Key()).Val(); ttl <= time.Minute {
-		t.Fatalf("extended TTL %s", ttl)
+	extended := 0 // Extend returns once a majority took it
+	for _, c := range clients {
+		if c.PTTL(ctx, l1.Key()).Val() > time.Minute {
+			extended++
+		}
+	}
+	if extended < 3 {
+		t.Fatalf("extended on %d of 5 servers", extended)
 	}
 	if err := l1.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -129,13 +140,7 @@ func TestQuorumAcquireReleaseAndFence(t *testing.T) {
 	if err := l1.Extend(ctx, time.Minute); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Fatalf("extend after release: %v, want ErrLeaseLost", err)
 	}
-	l2, err := other.Acquire(ctx, name, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l2.Fence() <= l1.Fence() {
-		t.Fatalf("fence did not rise: %d then %d", l1.Fence(), l2.Fence())
-	}
+	acquireAbove(t, other, name, l1.Fence())
 }
 
 // Several replicas, each with its own clients, and many goroutines each:
@@ -146,10 +151,10 @@ func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 	name := redistest.Prefix(t)
 	const replicas, goroutines = 3, 20
 	var (
-		inside, held, busy atomic.Int32
-		mu                 sync.Mutex
-		fences             []int64
-		wg                 sync.WaitGroup
+		inside, held, busy, slow atomic.Int32
+		mu                       sync.Mutex
+		fences                   []int64
+		wg                       sync.WaitGroup
 	)
 	start := make(chan struct{})
 	for range replicas {
@@ -174,6 +179,8 @@ func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 					held.Add(1)
 				case errors.Is(err, lease.ErrLeaseBusy):
 					busy.Add(1)
+				case errors.Is(err, lease.ErrNoQuorum):
+					slow.Add(1) // servers slower than ServerTimeout on a busy machine: nothing held
 				default:
 					t.Error(err)
 				}
@@ -182,8 +189,8 @@ func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if held.Load() == 0 || held.Load()+busy.Load() != replicas*goroutines {
-		t.Fatalf("held=%d busy=%d of %d", held.Load(), busy.Load(), replicas*goroutines)
+	if held.Load() == 0 || held.Load()+busy.Load()+slow.Load() != replicas*goroutines {
+		t.Fatalf("held=%d busy=%d no quorum=%d of %d", held.Load(), busy.Load(), slow.Load(), replicas*goroutines)
 	}
 	for i := 1; i < len(fences); i++ {
 		if fences[i] <= fences[i-1] {
@@ -204,16 +211,20 @@ func extensions(opts lease.Options) (lease.Options, <-chan error) {
 	return opts, ch
 }
 
-// waitExtended waits for n successful extensions in a row.
+// waitExtended waits for n successful extensions. A failed one that does
+// not find the lease lost (a slow server on a busy machine) is retried by
+// KeepAlive and is not a failure; one that finds it lost is.
 func waitExtended(t *testing.T, ch <-chan error, n int) {
 	t.Helper()
 	for ok := 0; ok < n; {
 		select {
 		case err := <-ch:
-			if err != nil {
-				t.Fatalf("extension failed: %v", err)
+			if errors.Is(err, lease.ErrLeaseLost) {
+				t.Fatalf("extension found the lease lost: %v", err)
 			}
-			ok++
+			if err == nil {
+				ok++
+			}
 		case <-time.After(30 * time.Second): // a bound on a failure, not a synchronisation
 			t.Fatalf("only %d of %d extensions came", ok, n)
 		}
@@ -244,14 +255,8 @@ func TestQuorumKillTwoOfFiveMidHold(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Using with 2 of 5 servers dead: %v", err)
 	}
-	q2 := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: time.Second})
-	l, err := q2.Acquire(context.Background(), name, time.Minute)
-	if err != nil {
-		t.Fatalf("acquire with 3 of 5 servers: %v", err)
-	}
-	if l.Fence() <= first {
-		t.Fatalf("fence %d not above %d", l.Fence(), first)
-	}
+	// With 3 of 5 servers, the next acquisition's fence still rises.
+	acquireAbove(t, newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: time.Second}), name, first)
 }
 
 func TestQuorumKillThreeOfFive(t *testing.T) {
@@ -294,10 +299,10 @@ func TestQuorumKillThreeOfFive(t *testing.T) {
 func TestQuorumKillThreeOfFiveMidHoldCancelsWork(t *testing.T) {
 	addrs, _, kill := serverAddrs(t, 5)
 	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{
-		Options: lease.Options{ExtendInterval: 20 * time.Millisecond}, ServerTimeout: 100 * time.Millisecond,
+		Options: lease.Options{ExtendInterval: 20 * time.Millisecond}, ServerTimeout: 300 * time.Millisecond,
 	})
 	var cause error
-	err := q.Using(context.Background(), redistest.Prefix(t), 200*time.Millisecond, func(ctx context.Context, _ *lease.Lease) error {
+	err := q.Using(context.Background(), redistest.Prefix(t), time.Second, func(ctx context.Context, _ *lease.Lease) error {
 		kill(1)
 		kill(2)
 		kill(4)
@@ -325,7 +330,7 @@ func TestQuorumPartitionIsolatingAMinority(t *testing.T) {
 		t.Cleanup(func() { _ = p.Close() })
 		proxies[i], proxied[i] = p, p.Addr()
 	}
-	opts := lease.QuorumOptions{ServerTimeout: 100 * time.Millisecond}
+	opts := lease.QuorumOptions{ServerTimeout: 300 * time.Millisecond}
 	a := newQuorum(t, replicaClients(t, proxied), opts)
 	opts.Retries, opts.RetryBase, opts.RetryMax = 1000, 5*time.Millisecond, 20*time.Millisecond
 	b := newQuorum(t, replicaClients(t, proxied), opts)
@@ -333,14 +338,14 @@ func TestQuorumPartitionIsolatingAMinority(t *testing.T) {
 
 	proxies[0].SetPartition(true)
 	proxies[1].SetPartition(true)
-	la, err := a.Acquire(ctx, name, 700*time.Millisecond)
+	la, err := a.Acquire(ctx, name, 2*time.Second)
 	if err != nil {
 		t.Fatalf("acquire with a minority cut off: %v", err)
 	}
 	if got := holders(t, clients, name, la.Token()); got != 3 {
 		t.Fatalf("lease on %d servers, want the 3 reachable", got)
 	}
-	bOnce := newQuorum(t, replicaClients(t, proxied), lease.QuorumOptions{ServerTimeout: 100 * time.Millisecond})
+	bOnce := newQuorum(t, replicaClients(t, proxied), lease.QuorumOptions{ServerTimeout: 300 * time.Millisecond})
 	if _, err := bOnce.Acquire(ctx, name, time.Minute); !errors.Is(err, lease.ErrLeaseBusy) {
 		t.Fatalf("second holder during the partition: %v, want ErrLeaseBusy", err)
 	}
@@ -350,17 +355,11 @@ func TestQuorumPartitionIsolatingAMinority(t *testing.T) {
 	proxies[1].SetPartition(false)
 	proxies[2].SetPartition(true)
 	proxies[3].SetPartition(true)
-	if err := la.Extend(ctx, 700*time.Millisecond); errors.Is(err, lease.ErrLeaseLost) || !errors.Is(err, lease.ErrNoQuorum) {
+	if err := la.Extend(ctx, 2*time.Second); errors.Is(err, lease.ErrLeaseLost) || !errors.Is(err, lease.ErrNoQuorum) {
 		t.Fatalf("extend with the lease on 1 reachable server: %v, want ErrNoQuorum (not known lost)", err)
 	}
 	// B gets the lease once A's copy on server 4 expires: on 0, 1 and 4.
-	lb, err := b.Acquire(ctx, name, time.Minute)
-	if err != nil {
-		t.Fatalf("acquire on the other majority: %v", err)
-	}
-	if lb.Fence() <= la.Fence() {
-		t.Fatalf("fence %d after the partition not above %d", lb.Fence(), la.Fence())
-	}
+	lb := acquireAbove(t, b, name, la.Fence())
 	if err := la.Extend(ctx, time.Minute); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Fatalf("old holder's extend: %v, want ErrLeaseLost", err)
 	}

@@ -6,7 +6,7 @@
 package pgserver
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -16,9 +16,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/stampede-go/stampede/internal/childproc"
 )
 
 // ErrNoBinary is returned by [Start] when no PostgreSQL server binaries are found.
@@ -41,9 +42,7 @@ type Server struct {
 	port int
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs *bytes.Buffer
+	proc *childproc.Proc // nil while stopped
 }
 
 // FindBinDir returns the directory of the PostgreSQL server binaries (see
@@ -125,24 +124,20 @@ func (s *Server) setUp(bin string, owner *user.User, timeout time.Duration) erro
 		}
 	}
 	data := filepath.Join(s.dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
 	initdb.Dir = s.dir // the postgres user may not read the caller's directory
-	if err := prepare(initdb, owner); err != nil {
+	if err := runAsOwner(initdb, owner); err != nil {
 		return err
 	}
-	if out, err := runWithin(initdb, timeout); err != nil {
+	if out, err := initdb.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgserver: initdb: %w: %s", err, out)
 	}
-	var lastErr error
-	for range 5 { // a free port can be taken between probe and bind: retry
-		if s.port, lastErr = freePort(); lastErr != nil {
-			continue
-		}
-		if lastErr = s.start(bin, data, owner, timeout); lastErr == nil {
-			return nil
-		}
-	}
-	return lastErr
+	return childproc.OnFreePort(func(port int) error {
+		s.port = port
+		return s.start(bin, data, owner, timeout)
+	})
 }
 
 func (s *Server) start(bin, data string, owner *user.User, timeout time.Duration) error {
@@ -151,39 +146,23 @@ func (s *Server) start(bin, data string, owner *user.User, timeout time.Duration
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "synchronous_commit=off", "-c", "max_connections=50")
 	cmd.Dir = s.dir
-	if err := prepare(cmd, owner); err != nil {
+	if err := runAsOwner(cmd, owner); err != nil {
 		return err
 	}
-	logs := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgserver: start postgres: %w", err)
+	proc, err := childproc.Start(cmd)
+	if err != nil {
+		return fmt.Errorf("pgserver: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	isReady := func() error {
+		return exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "-t", "1").Run()
+	}
+	if err := proc.WaitReady(timeout, isReady); err != nil {
+		return fmt.Errorf("pgserver: postgres on %s: %w", s.Addr(), err)
+	}
 	s.mu.Lock()
-	s.cmd, s.done, s.logs = cmd, done, logs
+	s.proc = proc
 	s.mu.Unlock()
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-done:
-			s.mu.Lock()
-			s.cmd = nil
-			s.mu.Unlock()
-			return fmt.Errorf("pgserver: postgres exited at start: %s", strings.TrimSpace(logs.String()))
-		default:
-		}
-		ready := exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "-t", "1")
-		if ready.Run() == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			_ = s.stop()
-			return fmt.Errorf("pgserver: no answer on %s within %s", s.Addr(), timeout)
-		}
-		time.Sleep(20 * time.Millisecond) // polling for a child process to come up: no event to wait on
-	}
+	return nil
 }
 
 // Addr is the server's host:port on the loopback interface.
@@ -195,55 +174,22 @@ func (s *Server) DSN() string {
 	return "postgres://postgres@" + s.Addr() + "/postgres?sslmode=disable"
 }
 
-// Logs returns what the server printed so far.
-func (s *Server) Logs() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.logs == nil {
-		return ""
-	}
-	return s.logs.String()
-}
-
 // stop shuts the server down (fast shutdown, SIGKILL after 10s) and waits
 // for it to exit.
-func (s *Server) stop() error {
+func (s *Server) stop() {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
+	proc := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return nil
+	if proc != nil {
+		proc.Stop(10 * time.Second)
 	}
-	_ = cmd.Process.Signal(os.Interrupt)
-	t := time.NewTimer(10 * time.Second)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	return nil
 }
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() error {
-	err := s.stop()
-	return errors.Join(err, os.RemoveAll(s.dir))
-}
-
-// runWithin runs cmd, killing it after timeout, and returns its output.
-func runWithin(cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	t := time.AfterFunc(timeout, func() { _ = cmd.Process.Kill() })
-	defer t.Stop()
-	err := cmd.Wait()
-	return out.Bytes(), err
+	s.stop()
+	return os.RemoveAll(s.dir)
 }
 
 func chown(dir string, u *user.User) error {
@@ -256,13 +202,4 @@ func chown(dir string, u *user.User) error {
 		return fmt.Errorf("pgserver: chown %s: %w", dir, err)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgserver: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

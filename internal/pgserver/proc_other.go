@@ -8,7 +8,7 @@ import (
 	"os/user"
 )
 
-func prepare(_ *exec.Cmd, owner *user.User) error {
+func runAsOwner(_ *exec.Cmd, owner *user.User) error {
 	if owner != nil {
 		return errors.New("pgserver: running PostgreSQL as another user is supported on Linux only: run the tests as a normal user")
 	}

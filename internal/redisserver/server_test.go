@@ -15,18 +15,22 @@ import (
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-func start(t *testing.T, opts redisserver.Options) *redisserver.Server {
+// started fails the test when err is not nil, or skips it when the binary
+// is missing (except under CI=true).
+func started(t *testing.T, err error) {
 	t.Helper()
-	s, err := redisserver.Start(opts)
-	if errors.Is(err, redisserver.ErrNoBinary) {
-		if strings.EqualFold(getenv("CI"), "true") {
-			t.Fatal(err)
-		}
+	if errors.Is(err, redisserver.ErrNoBinary) && !strings.EqualFold(getenv("CI"), "true") {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func start(t *testing.T, opts redisserver.Options) *redisserver.Server {
+	t.Helper()
+	s, err := redisserver.Start(opts)
+	started(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -110,15 +114,7 @@ func TestBadArgsFailClearly(t *testing.T) {
 
 func TestStartIndependent(t *testing.T) {
 	servers, err := redisserver.StartIndependent(3, redisserver.Options{})
-	if errors.Is(err, redisserver.ErrNoBinary) {
-		if strings.EqualFold(getenv("CI"), "true") {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	started(t, err)
 	t.Cleanup(func() {
 		for _, s := range servers {
 			_ = s.Close()
