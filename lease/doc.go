@@ -44,7 +44,9 @@
 // (token-checked) and fails: [*BusyError] when holders kept it, a
 // [*QuorumError] (errors.Is [ErrNoQuorum]) when too few servers answered,
 // [ErrLeaseLost] when the grant or the write-back came too late. Extend and
-// Release run token-checked on every server; they succeed on a majority.
+// Release run token-checked on every server and succeed on a majority (an
+// extension, like the write-back, returns as soon as its outcome is known;
+// the calls still out finish on their own).
 // Extend reports [ErrLeaseLost] once more than N − M servers said "not
 // ours", and a [*QuorumError] while too few answer (KeepAlive keeps trying
 // until the validity is over, then cancels the work with [ErrLeaseLost]).
