@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	fs := flag.NewFlagSet("fencing", flag.ContinueOnError)
 	fs.SetOutput(out)
 	servers := fs.Int("servers", 1, "Redis servers: 1 for a single-instance lease, 3 or more (odd) for a Redlock quorum")
-	ttl := fs.Duration("ttl", 300*time.Millisecond, "the lease TTL that replica A pauses past")
+	ttl := fs.Duration("ttl", time.Second, "the lease TTL that replica A pauses past")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,12 +70,12 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	if err := createReports(ctx, db); err != nil {
 		return err
 	}
-	a, closeA, err := replica(urls, lease.Options{})
+	a, closeA, err := replica(urls, *ttl, lease.Options{Retries: 3})
 	if err != nil {
 		return err
 	}
 	defer closeA()
-	b, closeB, err := replica(urls, lease.Options{Retries: 10_000, RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
+	b, closeB, err := replica(urls, *ttl, lease.Options{Retries: 10_000, RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -167,8 +167,9 @@ func PausedWriter(ctx context.Context, db *pgx.Conn, a, b lease.Locker, id int64
 }
 
 // replica returns one replica's locker: its own Redis clients, a Client for
-// one URL and a Quorum for several.
-func replica(urls []string, opts lease.Options) (lease.Locker, func(), error) {
+// one URL and a Quorum for several, whose servers each have a quarter of
+// the TTL to answer.
+func replica(urls []string, ttl time.Duration, opts lease.Options) (lease.Locker, func(), error) {
 	var clients []redis.Scripter
 	var closers []func() error
 	closeAll := func() {
@@ -192,7 +193,7 @@ func replica(urls []string, opts lease.Options) (lease.Locker, func(), error) {
 	if len(clients) == 1 {
 		l, err = lease.New(clients[0], opts)
 	} else {
-		l, err = lease.NewQuorum(clients, lease.QuorumOptions{Options: opts})
+		l, err = lease.NewQuorum(clients, lease.QuorumOptions{Options: opts, ServerTimeout: ttl / 4})
 	}
 	if err != nil {
 		closeAll()

@@ -61,8 +61,8 @@ func TestPausedHolderWriteRejectedByPostgres(t *testing.T) {
 				}
 				return out
 			}
-			a, err1 := lease.NewQuorum(clients(), lease.QuorumOptions{ServerTimeout: 100 * time.Millisecond})
-			b, err2 := lease.NewQuorum(clients(), lease.QuorumOptions{Options: retry, ServerTimeout: 100 * time.Millisecond})
+			a, err1 := lease.NewQuorum(clients(), lease.QuorumOptions{ServerTimeout: 250 * time.Millisecond})
+			b, err2 := lease.NewQuorum(clients(), lease.QuorumOptions{Options: retry, ServerTimeout: 250 * time.Millisecond})
 			if err := errors.Join(err1, err2); err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestPausedHolderWriteRejectedByPostgres(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := tc.pair(t)
 			id := int64(100 + i)
-			r, err := PausedWriter(ctx, db, a, b, id, 300*time.Millisecond)
+			r, err := PausedWriter(ctx, db, a, b, id, time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestRunPrintsTheStory(t *testing.T) {
 	}
 	env := map[string]string{"DATABASE_URL": pg.DSN(), "REDIS_URLS": strings.Join(urls, ",")}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-servers", "3", "-ttl", "200ms"}, &out, func(k string) string { return env[k] }); err != nil {
+	if err := run(context.Background(), []string{"-servers", "3", "-ttl", "1s"}, &out, func(k string) string { return env[k] }); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	for _, want := range []string{"a Redlock quorum over 3 Redis servers", "accepted=true", "A wrote report 42 with fence", "accepted=false", `"report by B"`} {
