@@ -120,9 +120,10 @@ type Term struct {
 }
 
 // Campaign blocks until this replica leads, and returns its term; the
-// lease is renewed in the background until the term ends. It tries again
-// every RetryInterval (with jitter) while another replica leads or Redis
-// fails, and returns only the cause of ctx ending otherwise.
+// lease is renewed in the background until the term ends, so call
+// [Term.Resign] when done with it. It tries again every RetryInterval (with
+// jitter) while another replica leads or Redis fails, and otherwise returns
+// only the cause of ctx ending. ctx bounds the campaign, not the term.
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	for {
 		l, err := e.locker.Acquire(ctx, e.name, e.opts.TTL)
