@@ -149,7 +149,7 @@ func TestQuorumAcquireReleaseAndFence(t *testing.T) {
 func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 	addrs, _, _ := serverAddrs(t, 5)
 	name := redistest.Prefix(t)
-	const replicas, goroutines = 3, 20
+	const replicas, goroutines = 4, 50
 	var (
 		inside, held, busy, slow atomic.Int32
 		mu                       sync.Mutex
@@ -159,7 +159,7 @@ func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 	start := make(chan struct{})
 	for range replicas {
 		q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{
-			Options: lease.Options{Retries: 100, RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond},
+			Options: lease.Options{Retries: 5, RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond},
 		})
 		for range goroutines {
 			wg.Go(func() {
