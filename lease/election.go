@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -23,9 +24,8 @@ var (
 type ElectionOptions struct {
 	// TTL is the leadership lease's TTL: how soon another replica takes
 	// over from a leader that died. The leader renews it every third of it
-	// (the locker's ExtendInterval), for at most the locker's MaxExtensions
-	// renewals per term; then the term ends and the replica campaigns
-	// again. Default: 10s.
+	// (or the locker's ExtendInterval) for as long as the term lasts: the
+	// locker's MaxExtensions does not bound a term. Default: 10s.
 	TTL time.Duration
 	// RetryInterval is how often a follower campaigns again, with jitter of
 	// up to half of it. Default: TTL/3.
@@ -145,7 +145,7 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 }
 
 func (e *Election) begin(ctx context.Context, l *Lease) *Term {
-	kctx, stop := l.KeepAlive(context.WithoutCancel(ctx))
+	kctx, stop := l.keepAlive(context.WithoutCancel(ctx), math.MaxInt)
 	t := &Term{e: e, lease: l, ctx: kctx, stop: stop}
 	e.setLeading(true, l.Fence())
 	// The term ends when the lease is lost: say so as soon as it happens.

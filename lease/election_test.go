@@ -251,3 +251,22 @@ func TestElectionBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A term is renewed for as long as it lasts: the locker's MaxExtensions,
+// which bounds one Using, does not end a leader's term.
+func TestElectionTermOutlivesMaxExtensions(t *testing.T) {
+	ctx := context.Background()
+	opts, extended := extensions(lease.Options{MaxExtensions: 2, ExtendInterval: 10 * time.Millisecond})
+	e := newElection(t, newClient(t, redistest.Client(t), opts), redistest.Prefix(t), lease.ElectionOptions{TTL: 300 * time.Millisecond})
+	term, err := e.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitExtended(t, extended, 10)
+	if err := context.Cause(term.Context()); err != nil || !e.Leading() {
+		t.Fatalf("term ended after %d renewals: %v", 10, err)
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

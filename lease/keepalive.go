@@ -32,6 +32,11 @@ var (
 // stop ends the background work, waits for it, and returns that cause, or nil
 // while the lease is still held. stop is safe to call more than once.
 func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func() error) {
+	return l.keepAlive(ctx, l.b.options().MaxExtensions)
+}
+
+// keepAlive is KeepAlive with at most limit extensions.
+func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func() error) {
 	kctx, cancel := context.WithCancelCause(ctx)
 	opts := l.b.options()
 	interval := opts.ExtendInterval
@@ -44,7 +49,7 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func() error) {
 	var lost error
 	go func() {
 		defer close(done)
-		lost = l.keep(kctx, quit, interval)
+		lost = l.keep(kctx, quit, interval, limit)
 		if lost != nil {
 			opts.observe(ctx, Event{Kind: EventLost, Name: l.name, Fence: l.fence, Err: lost})
 			cancel(lost)
@@ -63,12 +68,12 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func() error) {
 
 // keep runs the extension loop; it returns the cause of losing the lease, or
 // nil when told to quit or when ctx ends.
-func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Duration) error {
+func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Duration, limit int) error {
 	opts := l.b.options()
 	t := time.NewTimer(min(interval, max(l.remaining(time.Now()), time.Millisecond)))
 	defer t.Stop()
 	for n := 0; ; {
-		if n >= opts.MaxExtensions {
+		if n >= limit {
 			// No more extensions: the lease runs out at its TTL.
 			t.Reset(l.remaining(time.Now()))
 			select {
