@@ -121,7 +121,11 @@ type QuorumError struct {
 
 // Error implements error.
 func (e *QuorumError) Error() string {
-	return fmt.Sprintf("%s: %s on %d of %d servers, %d needed: %v", ErrNoQuorum, e.Op, e.OK, e.Of, e.Needed, errors.Join(e.Errs...))
+	msg := fmt.Sprintf("%s: %s on %d of %d servers, %d needed", ErrNoQuorum, e.Op, e.OK, e.Of, e.Needed)
+	if len(e.Errs) > 0 {
+		msg += ": " + errors.Join(e.Errs...).Error()
+	}
+	return msg
 }
 
 // Is reports whether target is [ErrNoQuorum].
