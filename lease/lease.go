@@ -190,7 +190,11 @@ func (l *Lease) Token() string { return l.token }
 // for every later acquisition of the same name, also after a failover or a
 // restart lost the fence key (unless the new server's clock is behind the
 // old one's by more than the time since; even then the two fences differ,
-// so an equality check still rejects the old holder).
+// so an equality check still rejects the old holder). A [Quorum] lease's
+// fence is one above the highest fence its granting majority held (each
+// server's clock in microseconds included), written back to a majority
+// before Acquire returned: above every fence an earlier quorum lease on the
+// name handed out (the package documentation argues it).
 func (l *Lease) Fence() int64 { return l.fence }
 
 // TTL returns the TTL the lease was acquired or last extended with.
