@@ -333,22 +333,20 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lease) error {
-	n, err := releaseScript.Run(ctx, c.rdb, []string{l.key}, l.token).Int64()
-	if err != nil {
-		c.opts.observe(ctx, Event{Kind: EventRedisError, Name: l.name, Err: err})
-		return fmt.Errorf("lease: release %s: %w", l.key, err)
-	}
-	if n == 0 {
-		return ErrLeaseLost
-	}
-	return nil
+	return c.byToken(ctx, "release", releaseScript, l, l.token)
 }
 
 func (c *Client) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
-	n, err := extendScript.Run(ctx, c.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
+	return c.byToken(ctx, "extend", extendScript, l, l.token, ttl.Milliseconds())
+}
+
+// byToken runs one of the token-checked scripts on l's key: nil when it
+// acted, [ErrLeaseLost] when the lease is not ours.
+func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l *Lease, args ...any) error {
+	n, err := script.Run(ctx, c.rdb, []string{l.key}, args...).Int64()
 	if err != nil {
 		c.opts.observe(ctx, Event{Kind: EventRedisError, Name: l.name, Err: err})
-		return fmt.Errorf("lease: extend %s: %w", l.key, err)
+		return fmt.Errorf("lease: %s %s: %w", op, l.key, err)
 	}
 	if n == 0 {
 		return ErrLeaseLost

@@ -237,6 +237,15 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 	return t
 }
 
+// yesNo is a round's call of a script that answers 1 (done) or 0 (the
+// lease is not ours there).
+func yesNo(script *redis.Script, keys []string, args ...any) func(context.Context, redis.Scripter) ([]int64, error) {
+	return func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+		ok, err := script.Run(ctx, rdb, keys, args...).Int64()
+		return []int64{ok, 0}, err
+	}
+}
+
 // decided reports whether an extension's or a fence write-back's outcome
 // is known: a majority said yes, or so many said no
 // that no majority can.
@@ -320,10 +329,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 		fence = max(fence, f)
 	}
 	fence++
-	written := q.round(ctx, name, grant.yes, ttl, q.decided, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
-		ok, err := quorumFenceScript.Run(ctx, rdb, keys, token, fence, q.opts.FenceTTL.Milliseconds()).Int64()
-		return []int64{ok, 0}, err
-	})
+	written := q.round(ctx, name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys, token, fence, q.opts.FenceTTL.Milliseconds()))
 	if len(written.yes) < need || !valid() {
 		// A pause between the rounds let the lease run out on too many
 		// servers: this fence must not be used.
@@ -342,10 +348,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl time.Duration) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
 	defer cancel()
-	q.round(rctx, name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
-		ok, err := releaseScript.Run(ctx, rdb, []string{key}, token).Int64()
-		return []int64{ok, 0}, err
-	})
+	q.round(rctx, name, nil, ttl, nil, yesNo(releaseScript, []string{key}, token))
 }
 
 // release deletes the lease on every server where it is ours. It is
@@ -354,10 +357,7 @@ func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl ti
 func (q *Quorum) release(ctx context.Context, l *Lease) error {
 	// Every server's answer is awaited: a release leaves no copy behind
 	// that it could still delete.
-	t := q.round(ctx, l.name, nil, l.ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
-		ok, err := releaseScript.Run(ctx, rdb, []string{l.key}, l.token).Int64()
-		return []int64{ok, 0}, err
-	})
+	t := q.round(ctx, l.name, nil, l.ttl, nil, yesNo(releaseScript, []string{l.key}, l.token))
 	return q.verdict(t, "release", l)
 }
 
@@ -368,10 +368,7 @@ func (q *Quorum) extend(ctx context.Context, l *Lease, ttl time.Duration) error 
 		return fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
 	}
 	sent := q.now()
-	t := q.round(ctx, l.name, nil, ttl, q.decided, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
-		ok, err := extendScript.Run(ctx, rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
-		return []int64{ok, 0}, err
-	})
+	t := q.round(ctx, l.name, nil, ttl, q.decided, yesNo(extendScript, []string{l.key}, l.token, ttl.Milliseconds()))
 	if err := q.verdict(t, "extend", l); err != nil {
 		return err
 	}

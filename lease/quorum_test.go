@@ -145,26 +145,31 @@ func TestQuorumAcquireReleaseAndFence(t *testing.T) {
 
 // Several replicas, each with its own clients, and many goroutines each:
 // at no moment do two hold the lease, and the fences follow the order in
-// which they held it.
+// which they held it. Redlock promises safety here, not progress: split
+// votes can leave every attempt short of a majority, and on a loaded
+// machine some attempts miss the server timeout; none of those may leave
+// anything held, so a lone acquisition afterwards gets the lease, with a
+// fence above all of them.
 func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 	addrs, _, _ := serverAddrs(t, 5)
 	name := redistest.Prefix(t)
 	const replicas, goroutines = 4, 50
+	const ttl = 3 * time.Second
 	var (
-		inside, held, busy, slow atomic.Int32
-		mu                       sync.Mutex
-		fences                   []int64
-		wg                       sync.WaitGroup
+		inside, held, busy, failed atomic.Int32
+		mu                         sync.Mutex
+		fences                     []int64
+		wg                         sync.WaitGroup
 	)
 	start := make(chan struct{})
 	for range replicas {
 		q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{
-			Options: lease.Options{Retries: 5, RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond},
+			Options: lease.Options{Retries: 10, RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond},
 		})
 		for range goroutines {
 			wg.Go(func() {
 				<-start
-				err := q.Using(context.Background(), name, 5*time.Second, func(ctx context.Context, l *lease.Lease) error {
+				err := q.Using(context.Background(), name, ttl, func(ctx context.Context, l *lease.Lease) error {
 					if n := inside.Add(1); n != 1 {
 						t.Errorf("%d holders at once", n)
 					}
@@ -179,8 +184,8 @@ func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 					held.Add(1)
 				case errors.Is(err, lease.ErrLeaseBusy):
 					busy.Add(1)
-				case errors.Is(err, lease.ErrNoQuorum):
-					slow.Add(1) // servers slower than ServerTimeout on a busy machine: nothing held
+				case errors.Is(err, lease.ErrNoQuorum), errors.Is(err, lease.ErrLeaseLost):
+					failed.Add(1) // servers too slow for the timeout, or a grant too late: nothing held
 				default:
 					t.Error(err)
 				}
@@ -189,14 +194,25 @@ func TestQuorumMutualExclusionUnderContention(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if held.Load() == 0 || held.Load()+busy.Load()+slow.Load() != replicas*goroutines {
-		t.Fatalf("held=%d busy=%d no quorum=%d of %d", held.Load(), busy.Load(), slow.Load(), replicas*goroutines)
+	if held.Load()+busy.Load()+failed.Load() != replicas*goroutines {
+		t.Fatalf("held=%d busy=%d failed=%d of %d", held.Load(), busy.Load(), failed.Load(), replicas*goroutines)
 	}
+	t.Logf("held=%d busy=%d failed=%d", held.Load(), busy.Load(), failed.Load())
 	for i := 1; i < len(fences); i++ {
 		if fences[i] <= fences[i-1] {
 			t.Fatalf("holder %d got fence %d after %d", i, fences[i], fences[i-1])
 		}
 	}
+	var last int64
+	if len(fences) > 0 {
+		last = fences[len(fences)-1]
+	}
+	// A grant that reached a server after its attempt gave up expires with
+	// its TTL: the lone acquisition retries for that long at most.
+	lone := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{
+		Options: lease.Options{Retries: 1000, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond},
+	})
+	acquireAbove(t, lone, name, last)
 }
 
 // extensions returns Options whose OnExtend reports every extension's result.
