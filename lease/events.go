@@ -47,12 +47,20 @@ func (k EventKind) String() string {
 // Event is one thing that happened to a lease. Name is the lease name: an
 // observer that exports metrics must not use it as a label.
 type Event struct {
-	Kind      EventKind
-	Name      string
-	Duration  time.Duration
+	// Kind says what happened.
+	Kind EventKind
+	// Name is the lease name.
+	Name string
+	// Duration is the time to acquire (EventAcquired) or the work's
+	// duration (EventWork).
+	Duration time.Duration
+	// Remaining is the validity left at release (EventReleased), or the
+	// holder's remaining TTL as last seen (EventBusy).
 	Remaining time.Duration
-	Fence     int64
-	Err       error
+	// Fence is the lease's fence, where there is a lease.
+	Fence int64
+	// Err is the error, for the kinds that carry one.
+	Err error
 }
 
 // Observer receives lease events. It is called synchronously on the
