@@ -1,7 +1,12 @@
-// Package lease is a Redis recompute lease: a short-lived, fenced lock on a
-// name that one process in a fleet holds at a time. It works on its own
-// ("run this job on one replica") and is what [github.com/stampede-go/stampede/cache]
-// uses to let one replica recompute an expired key.
+// Package lease is a Redis lease: a short-lived, fenced lock on a name that
+// one process in a fleet holds at a time, over one Redis ([Client]) or by
+// the Redlock algorithm over several independent Redis masters ([Quorum]),
+// with leader election for periodic jobs on top ([Election]). It works on
+// its own ("run this job on one replica") and is what
+// [github.com/stampede-go/stampede/cache] uses to let one replica recompute
+// an expired key.
+//
+// # One Redis
 //
 // A lease on name N lives in two Redis keys that share the hash tag {N}, so
 // they sit in one Cluster slot and every script touches one slot:
@@ -15,4 +20,89 @@
 // [ErrLeaseLost] and nothing is touched. The fencing token ([Lease.Fence])
 // rises with every acquisition; storage that records the highest fence it
 // has seen can reject writes from a holder that was paused past its TTL.
+//
+// # A quorum of independent masters (Redlock)
+//
+// A [Quorum] is built from N clients, one per Redis master that shares
+// nothing with the others; M = N/2 + 1 is a majority. The same two keys
+// live on every server. An acquisition is two rounds, each sent to the
+// servers at once, each server's reply bounded by ServerTimeout:
+//
+//  1. Grant (quorum_acquire.lua, atomic on each server): SET {N}:l token NX
+//     PX ttl, and where that succeeded, read the server's fence floor,
+//     max({N}:f, the server's clock in µs). The lease is granted when M
+//     servers said yes and the validity, TTL − elapsed − drift (drift =
+//     TTL × DriftFactor + 2 ms, elapsed measured from before the first
+//     request was sent), is still positive.
+//  2. Fence write-back (quorum_fence.lua, atomic on each server): F = the
+//     largest floor the granting servers returned, plus one, is written to
+//     {N}:f on each granting server — only where {N}:l still holds this
+//     holder's token, and never lowering the key. F is handed out only when
+//     M servers took it and the validity is still positive.
+//
+// Any other outcome releases the lease wherever it is still the attempt's
+// (token-checked) and fails: [*BusyError] when holders kept it, a
+// [*QuorumError] (errors.Is [ErrNoQuorum]) when too few servers answered,
+// [ErrLeaseLost] when the grant or the write-back came too late. Extend and
+// Release run token-checked on every server and succeed on a majority (an
+// extension, like the write-back, returns as soon as its outcome is known;
+// the calls still out finish on their own).
+// Extend reports [ErrLeaseLost] once more than N − M servers said "not
+// ours", and a [*QuorumError] while too few answer (KeepAlive keeps trying
+// until the validity is over, then cancels the work with [ErrLeaseLost]).
+//
+// # Why the fences are ordered, case by case
+//
+// Say fence F_A is handed out to holder A: a set W_A of at least M servers
+// took its write-back, each while {N}:l there held A's token. Let B be any
+// holder whose grant on a majority G_B began after that. W_A and G_B are
+// majorities of the same N, so they share a server s.
+//
+//   - B's grant on s needed {N}:l to be absent there, and A's write-back on
+//     s needed it to hold A's token, so A's write-back on s came first; a
+//     fence key is never lowered, so B read a floor ≥ F_A on s, and F_B ≥
+//     F_A + 1. B's fence is strictly above every fence handed out before
+//     its grant, whichever majority took it, without trusting any clock.
+//   - Two holders whose attempts overlap in time: if both fences are handed
+//     out, each of them was read on a server of the other's write-back set
+//     or the other way round. F_B > F_A needs A's write-back before B's
+//     read on one shared server, F_A > F_B needs B's write-back before A's
+//     read on another; each write-back follows its own reads, so both
+//     together would make a cycle in time. The two fences differ and are
+//     ordered by their write-backs.
+//   - A holder paused between the rounds (a GC pause, a stopped VM): its
+//     grants may expire and B may take the lease. The write-back succeeds
+//     only where A's token is still there; B holds a majority, so A reaches
+//     at most N − M < M servers and gets no fence (Acquire fails with
+//     [ErrLeaseLost] and releases what it still holds). If the pause ended
+//     before a majority of A's grants expired, A's write-back reaches M
+//     servers but A checks the validity afterwards: a pause past it makes
+//     A refuse the lease all the same; the fence it wrote only raises the
+//     floor that the next holder builds on.
+//   - A holder paused after it got its fence, past its TTL: B's grant
+//     needed A's lease gone on a majority, which shares a server with W_A,
+//     so F_B > F_A (first case). Storage that keeps the highest fence it
+//     saw rejects A's late write: UPDATE … SET fence = $new WHERE fence <
+//     $new (examples/fencing shows it against PostgreSQL).
+//   - Servers that crash (up to N − M): a grant and an extension need only
+//     M answers, and every majority still meets every earlier write-back
+//     set. A server that comes back without its data may have lost {N}:l
+//     and {N}:f: Redlock's mutual exclusion then needs it to stay down for
+//     a TTL (or persistence with fsync), as with any Redlock; the fence
+//     floor still includes the server's clock, so a restarted server's
+//     floor is not 0, and a majority's maximum still includes a server that
+//     kept its data whenever fewer than M lost theirs.
+//   - A partition: the side with a majority can grant; the minority side
+//     gets a [*QuorumError] or a [*BusyError] and holds nothing. A holder
+//     cut off from its lease's majority cannot extend it and loses it when
+//     the validity ends; whoever takes the lease next reads a server of the
+//     old holder's write-back set.
+//   - Clock drift: the holder counts the validity on its own clock from
+//     before its first request, and allows TTL × DriftFactor + 2 ms for
+//     servers whose clocks run faster; a lease never outlives its validity
+//     by the holder's clock. The fences do not depend on any clock.
+//   - Fence keys expire FenceTTL after their last write-back (default 24 h,
+//     longer than any pause). After that the floor is the server's clock in
+//     µs, still above any fence built on an earlier clock reading unless
+//     the server's clock went back by more than the time since.
 package lease

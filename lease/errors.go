@@ -21,3 +21,7 @@ var (
 	// extension.
 	ErrExtensionsExhausted = errors.New("lease: extensions exhausted, lease expired")
 )
+
+// ErrNoQuorum means fewer than a majority of a [Quorum]'s servers could be
+// reached (or answered in time) for a step; see [QuorumError].
+var ErrNoQuorum = errors.New("lease: no quorum of Redis servers")

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,6 +58,10 @@ type Options struct {
 	// KeepAlive and Using with its result (nil, an error matching
 	// ErrLeaseLost, or a Redis error). It must be fast. Default: nil.
 	OnExtend func(l *Lease, err error)
+	// Observer, when set, receives the lease's events: acquisitions and
+	// their duration, contention, extensions, losses, releases with the
+	// validity left, the work's duration and Redis failures. Default: nil.
+	Observer Observer
 }
 
 func (o *Options) setDefaults() {
@@ -138,13 +142,35 @@ func (e *BusyError) Is(target error) bool { return target == ErrLeaseBusy }
 
 // Lease is a held lease. Its methods are safe for concurrent use.
 type Lease struct {
-	c        *Client
+	b        backend
 	name     string
 	key      string
 	fenceKey string
 	token    string
 	fence    int64
 	ttl      time.Duration
+
+	// validUntil is when the lease runs out unless extended, by the
+	// holder's clock (Unix ns): the send time of the acquisition or of the
+	// last extension, plus the TTL, less the drift.
+	validUntil atomic.Int64
+}
+
+// newLease returns a held lease whose validity counts from sent.
+func newLease(b backend, name, token string, fence int64, ttl time.Duration, sent time.Time) *Lease {
+	key, fenceKey := Keys(name)
+	l := &Lease{b: b, name: name, key: key, fenceKey: fenceKey, token: token, fence: fence, ttl: ttl}
+	l.setValidFrom(sent, ttl)
+	return l
+}
+
+func (l *Lease) setValidFrom(sent time.Time, ttl time.Duration) {
+	l.validUntil.Store(sent.Add(ttl - l.b.drift(ttl)).UnixNano())
+}
+
+// remaining returns how much of the lease's validity is left at now.
+func (l *Lease) remaining(now time.Time) time.Duration {
+	return time.Duration(l.validUntil.Load() - now.UnixNano())
 }
 
 // Name returns the lease's name.
@@ -164,7 +190,11 @@ func (l *Lease) Token() string { return l.token }
 // for every later acquisition of the same name, also after a failover or a
 // restart lost the fence key (unless the new server's clock is behind the
 // old one's by more than the time since; even then the two fences differ,
-// so an equality check still rejects the old holder).
+// so an equality check still rejects the old holder). A [Quorum] lease's
+// fence is one above the highest fence its granting majority held (each
+// server's clock in microseconds included), written back to a majority
+// before Acquire returned: above every fence an earlier quorum lease on the
+// name handed out (the package documentation argues it).
 func (l *Lease) Fence() int64 { return l.fence }
 
 // TTL returns the TTL the lease was acquired or last extended with.
@@ -209,14 +239,20 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 		return nil, err
 	}
 	key, fenceKey := Keys(name)
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
+		sent := time.Now()
 		fence, remaining, err := c.try(ctx, key, fenceKey, token, ttl)
 		if err != nil {
+			c.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
 			return nil, err
 		}
 		if fence > 0 {
-			return &Lease{c: c, name: name, key: key, fenceKey: fenceKey, token: token, fence: fence, ttl: ttl}, nil
+			l := newLease(c, name, token, fence, ttl, sent)
+			c.opts.observe(ctx, Event{Kind: EventAcquired, Name: name, Duration: time.Since(start), Fence: fence})
+			return l, nil
 		}
+		c.opts.observe(ctx, Event{Kind: EventBusy, Name: name, Remaining: remaining})
 		if attempt >= c.opts.Retries {
 			return nil, &BusyError{Remaining: remaining}
 		}
@@ -271,14 +307,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 // Release gives the lease up. It returns [ErrLeaseLost], and deletes nothing,
 // when the lease is no longer ours.
 func (l *Lease) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.c.rdb, []string{l.key}, l.token).Int64()
-	if err != nil {
-		return fmt.Errorf("lease: release %s: %w", l.key, err)
+	err := l.b.release(ctx, l)
+	opts := l.b.options()
+	switch {
+	case err == nil:
+		opts.observe(ctx, Event{Kind: EventReleased, Name: l.name, Fence: l.fence, Remaining: l.remaining(time.Now())})
+	case errors.Is(err, ErrLeaseLost):
+		opts.observe(ctx, Event{Kind: EventReleaseRejected, Name: l.name, Fence: l.fence})
 	}
-	if n == 0 {
-		return ErrLeaseLost
-	}
-	return nil
+	return err
 }
 
 // Extend resets the lease's TTL to ttl. It returns [ErrLeaseLost], and
@@ -287,9 +324,29 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := validTTL(ttl); err != nil {
 		return err
 	}
-	n, err := extendScript.Run(ctx, l.c.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
+	sent := time.Now()
+	if err := l.b.extend(ctx, l, ttl); err != nil {
+		return err
+	}
+	l.setValidFrom(sent, ttl)
+	return nil
+}
+
+func (c *Client) release(ctx context.Context, l *Lease) error {
+	return c.byToken(ctx, "release", releaseScript, l, l.token)
+}
+
+func (c *Client) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
+	return c.byToken(ctx, "extend", extendScript, l, l.token, ttl.Milliseconds())
+}
+
+// byToken runs one of the token-checked scripts on l's key: nil when it
+// acted, [ErrLeaseLost] when the lease is not ours.
+func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l *Lease, args ...any) error {
+	n, err := script.Run(ctx, c.rdb, []string{l.key}, args...).Int64()
 	if err != nil {
-		return fmt.Errorf("lease: extend %s: %w", l.key, err)
+		c.opts.observe(ctx, Event{Kind: EventRedisError, Name: l.name, Err: err})
+		return fmt.Errorf("lease: %s %s: %w", op, l.key, err)
 	}
 	if n == 0 {
 		return ErrLeaseLost
@@ -297,120 +354,10 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// KeepAlive extends the lease in the background every ExtendInterval, up to
-// MaxExtensions times, until stop is called or ctx is done. The returned
-// context is ctx, cancelled with cause [ErrLeaseLost] when an extension finds
-// the lease gone (or none succeeds for a whole TTL), and with
-// [ErrExtensionsExhausted] when the lease runs out after the last extension.
-// stop ends the background work, waits for it, and returns that cause, or nil
-// while the lease is still held. stop is safe to call more than once.
-func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func() error) {
-	kctx, cancel := context.WithCancelCause(ctx)
-	interval := l.c.opts.ExtendInterval
-	if interval <= 0 {
-		interval = l.ttl / 3
-	}
-	interval = max(interval, time.Millisecond)
-	quit := make(chan struct{})
-	done := make(chan struct{})
-	var lost error
-	go func() {
-		defer close(done)
-		lost = l.keep(kctx, quit, interval)
-		if lost != nil {
-			cancel(lost)
-		}
-	}()
-	var once sync.Once
-	return kctx, func() error {
-		once.Do(func() {
-			close(quit)
-			<-done
-			cancel(context.Canceled)
-		})
-		return lost
-	}
-}
+func (c *Client) options() *Options { return &c.opts }
 
-// keep runs the extension loop; it returns the cause of losing the lease, or
-// nil when told to quit or when ctx ends.
-func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Duration) error {
-	validUntil := time.Now().Add(l.ttl)
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	for n := 0; ; {
-		if n >= l.c.opts.MaxExtensions {
-			// No more extensions: the lease runs out at its TTL.
-			t.Reset(time.Until(validUntil))
-			select {
-			case <-t.C:
-				return ErrExtensionsExhausted
-			case <-quit:
-				return nil
-			case <-ctx.Done():
-				return nil
-			}
-		}
-		select {
-		case <-quit:
-			return nil
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		sent := time.Now()
-		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
-		err := l.Extend(ectx, l.ttl)
-		ecancel()
-		if l.c.opts.OnExtend != nil {
-			l.c.opts.OnExtend(l, err)
-		}
-		switch {
-		case err == nil:
-			n++
-			validUntil = sent.Add(l.ttl)
-		case errors.Is(err, ErrLeaseLost):
-			return ErrLeaseLost
-		case !time.Now().Before(validUntil):
-			// Redis did not answer for a whole TTL: assume the lease is gone.
-			return fmt.Errorf("%w: %w", ErrLeaseLost, err)
-		}
-		t.Reset(min(interval, max(time.Until(validUntil), time.Millisecond)))
-	}
-}
-
-// Using acquires the lease on name, runs fn while holding it, extends it in
-// the background (see [Lease.KeepAlive]), and releases it when fn returns.
-// fn's context is cancelled when the lease is lost; Using then returns an
-// error matching [ErrLeaseLost] (or [ErrExtensionsExhausted]) joined with
-// fn's own error. When the lease is busy, fn does not run and Using returns
-// a [*BusyError].
-func (c *Client) Using(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error) error {
-	if fn == nil {
-		return fmt.Errorf("%w: nil function", ErrInvalidOptions)
-	}
-	l, err := c.Acquire(ctx, name, ttl)
-	if err != nil {
-		return err
-	}
-	kctx, stop := l.KeepAlive(ctx)
-	fnErr := fn(kctx, l)
-	lost := stop()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(ttl))
-	defer cancel()
-	relErr := l.Release(rctx)
-	if lost != nil || errors.Is(relErr, ErrLeaseLost) {
-		if lost == nil {
-			lost = ErrLeaseLost
-		}
-		return errors.Join(fnErr, lost)
-	}
-	return errors.Join(fnErr, relErr)
-}
-
-func releaseTimeout(ttl time.Duration) time.Duration {
-	return min(max(ttl, 100*time.Millisecond), 5*time.Second)
-}
+// drift is 0: one server's TTL is the lease's validity.
+func (c *Client) drift(time.Duration) time.Duration { return 0 }
 
 // String describes the lease for logs without revealing its token.
 func (l *Lease) String() string {
@@ -465,6 +412,7 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 		// EVAL rather than EVALSHA: a pipeline cannot fall back on NOSCRIPT.
 		cmds[i] = acquireScript.Eval(ctx, pipe, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds())
 	}
+	sent := time.Now()
 	_, _ = pipe.Exec(ctx) // errors are per command
 	for i, cmd := range cmds {
 		if cmd == nil {
@@ -479,8 +427,7 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 			continue
 		}
 		if res[0] > 0 {
-			key, fenceKey := Keys(names[i])
-			leases[i] = &Lease{c: c, name: names[i], key: key, fenceKey: fenceKey, token: tokens[i], fence: res[0], ttl: ttl}
+			leases[i] = newLease(c, names[i], tokens[i], res[0], ttl, sent)
 		} else if res[1] > 0 {
 			remaining[i] = time.Duration(res[1]) * time.Millisecond
 		}

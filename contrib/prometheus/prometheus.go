@@ -52,31 +52,61 @@ type Observer struct {
 	computeErrors, fencedOut, corrupt, redisErrors, trans *prometheus.CounterVec
 	acquireSeconds, computeSeconds, waitSeconds           *prometheus.HistogramVec
 	breakerOpen                                           *prometheus.GaugeVec
-	collectors                                            []prometheus.Collector
+	metrics
 }
 
 var _ cache.Observer = (*Observer)(nil)
 var _ prometheus.Collector = (*Observer)(nil)
 
-// New returns an Observer.
-func New(opts Options) *Observer {
+// setDefaults fills in the defaults of [Options].
+func (opts *Options) setDefaults() {
 	if opts.Prefix == "" {
 		opts.Prefix = "stampede"
 	}
 	if len(opts.DurationBuckets) == 0 {
 		opts.DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 	}
-	o := &Observer{}
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: opts.Prefix + "_" + name, Help: help}, append([]string{"namespace"}, labels...))
-		o.collectors = append(o.collectors, v)
-		return v
+}
+
+// metrics builds the metrics of one observer, with the same prefix,
+// buckets and first labels, and keeps them for Describe and Collect.
+type metrics struct {
+	opts       Options
+	labels     []string
+	collectors []prometheus.Collector
+}
+
+func (m *metrics) counter(name, help string, labels ...string) *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: m.opts.Prefix + "_" + name, Help: help}, append(append([]string(nil), m.labels...), labels...))
+	m.collectors = append(m.collectors, v)
+	return v
+}
+
+func (m *metrics) hist(name, help string, labels ...string) *prometheus.HistogramVec {
+	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: m.opts.Prefix + "_" + name, Help: help, Buckets: m.opts.DurationBuckets}, append(append([]string(nil), m.labels...), labels...))
+	m.collectors = append(m.collectors, v)
+	return v
+}
+
+// Describe implements [prometheus.Collector].
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors {
+		c.Describe(ch)
 	}
-	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
-		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: opts.Prefix + "_" + name, Help: help, Buckets: opts.DurationBuckets}, append([]string{"namespace"}, labels...))
-		o.collectors = append(o.collectors, v)
-		return v
+}
+
+// Collect implements [prometheus.Collector].
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors {
+		c.Collect(ch)
 	}
+}
+
+// New returns an Observer.
+func New(opts Options) *Observer {
+	opts.setDefaults()
+	o := &Observer{metrics: metrics{opts: opts, labels: []string{"namespace"}}}
+	counter, hist := o.counter, o.hist
 	o.requests = counter("requests_total", "Callers answered, by outcome.", "outcome")
 	o.saved = counter("recomputes_saved_total", "Waits that ended with another replica's value: origin calls the lease saved.")
 	o.acquired = counter("lease_acquired_total", "Recompute leases this process took.")
@@ -96,20 +126,6 @@ func New(opts Options) *Observer {
 	o.breakerOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: opts.Prefix + "_breaker_open", Help: "1 while Redis is considered down."}, []string{"namespace"})
 	o.collectors = append(o.collectors, o.breakerOpen)
 	return o
-}
-
-// Describe implements [prometheus.Collector].
-func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range o.collectors {
-		c.Describe(ch)
-	}
-}
-
-// Collect implements [prometheus.Collector].
-func (o *Observer) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range o.collectors {
-		c.Collect(ch)
-	}
 }
 
 // Observe implements [cache.Observer].

@@ -127,6 +127,8 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 				out[name] = m.GetCounter().GetValue()
 			case m.GetGauge() != nil:
 				out[name] = m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				out[mf.GetName()+"_count{"+strings.Join(labels, ",")+"}"] = float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}

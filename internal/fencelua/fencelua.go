@@ -1,6 +1,8 @@
-// Package fencelua holds the one definition of how a fence moves on, as a
-// Lua function prepended to every script that moves it: the lease's
-// acquisition and the cache's Set and Delete.
+// Package fencelua holds the one definition of how a fence moves on, as Lua
+// functions prepended to every script that moves it: the lease's
+// acquisition, the cache's Set and Delete, and a Redlock quorum's
+// acquisition, which reads a floor on each server before it writes the
+// fence back.
 package fencelua
 
 import _ "embed"
@@ -9,3 +11,8 @@ import _ "embed"
 //
 //go:embed next_fence.lua
 var Source string
+
+// FloorSource defines the Lua function fence_floor(key); see fence_floor.lua.
+//
+//go:embed fence_floor.lua
+var FloorSource string

@@ -5,7 +5,6 @@ package redisserver
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stampede-go/stampede/internal/childproc"
 )
 
 // ErrNoBinary is returned by [Start] when no redis-server binary is found.
@@ -45,9 +46,7 @@ type Server struct {
 	sentinelConf string
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs *bytes.Buffer
+	proc *childproc.Proc // nil while stopped
 }
 
 // LookPath resolves bin, or $REDIS_SERVER_BIN, or "redis-server", on PATH.
@@ -78,17 +77,15 @@ func Start(opts Options) (*Server, error) {
 // startOnFreePort starts s on a free loopback port; on failure it removes
 // s's working directory.
 func (s *Server) startOnFreePort() (*Server, error) {
-	var lastErr error
-	for range 5 { // a free port can be taken between probe and bind: retry
-		if s.port, lastErr = freePort(); lastErr != nil {
-			continue
-		}
-		if lastErr = s.start(); lastErr == nil {
-			return s, nil
-		}
+	err := childproc.OnFreePort(func(port int) error {
+		s.port = port
+		return s.start()
+	})
+	if err != nil {
+		_ = os.RemoveAll(s.dir)
+		return nil, err
 	}
-	_ = os.RemoveAll(s.dir)
-	return nil, lastErr
+	return s, nil
 }
 
 // newServer resolves the binary and makes the working directory.
@@ -141,36 +138,15 @@ func (s *Server) start() error {
 		args = append(args, "--save", "", "--appendonly", "no")
 	}
 	args = append(args, s.opts.Args...)
-	cmd := exec.Command(s.bin, args...)
-	setDeathSignal(cmd)
-	logs := &bytes.Buffer{}
-	cmd.Stdout = logs
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redisserver: start %s: %w", s.bin, err)
+	proc, err := childproc.Start(exec.Command(s.bin, args...))
+	if err != nil {
+		return fmt.Errorf("redisserver: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-
-	deadline := time.Now().Add(s.opts.StartTimeout)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("redisserver: %s exited at start: %s", s.bin, strings.TrimSpace(logs.String()))
-		default:
-		}
-		if ping(s.Addr()) == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("redisserver: no answer on %s within %s", s.Addr(), s.opts.StartTimeout)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for a child process to come up: no event to wait on
+	if err := proc.WaitReady(s.opts.StartTimeout, func() error { return ping(s.Addr()) }); err != nil {
+		return fmt.Errorf("redisserver: %s on %s: %w", s.bin, s.Addr(), err)
 	}
 	s.mu.Lock()
-	s.cmd, s.done, s.logs = cmd, done, logs
+	s.proc = proc
 	s.mu.Unlock()
 	return nil
 }
@@ -179,14 +155,12 @@ func (s *Server) start() error {
 // exit. Data not persisted is lost. [Server.Restart] brings it back on the same port.
 func (s *Server) Stop() error {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
+	proc := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return nil
+	if proc != nil {
+		proc.Stop(0)
 	}
-	_ = cmd.Process.Kill()
-	<-done
 	return nil
 }
 
@@ -194,7 +168,7 @@ func (s *Server) Stop() error {
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cmd != nil
+	return s.proc != nil
 }
 
 // Restart stops the server if it runs and starts it again on the same port
@@ -216,15 +190,6 @@ func (s *Server) Restart() error {
 func (s *Server) Close() error {
 	err := s.Stop()
 	return errors.Join(err, os.RemoveAll(s.dir))
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisserver: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func ping(addr string) error {

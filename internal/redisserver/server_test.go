@@ -3,6 +3,7 @@ package redisserver_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -14,18 +15,22 @@ import (
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-func start(t *testing.T, opts redisserver.Options) *redisserver.Server {
+// started fails the test when err is not nil, or skips it when the binary
+// is missing (except under CI=true).
+func started(t *testing.T, err error) {
 	t.Helper()
-	s, err := redisserver.Start(opts)
-	if errors.Is(err, redisserver.ErrNoBinary) {
-		if strings.EqualFold(getenv("CI"), "true") {
-			t.Fatal(err)
-		}
+	if errors.Is(err, redisserver.ErrNoBinary) && !strings.EqualFold(getenv("CI"), "true") {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func start(t *testing.T, opts redisserver.Options) *redisserver.Server {
+	t.Helper()
+	s, err := redisserver.Start(opts)
+	started(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -104,5 +109,31 @@ func TestBadArgsFailClearly(t *testing.T) {
 	_, err := redisserver.Start(redisserver.Options{Args: []string{"--no-such-option", "x"}})
 	if err == nil || !strings.Contains(err.Error(), "exited at start") {
 		t.Fatalf("err=%v", err)
+	}
+}
+
+func TestStartIndependent(t *testing.T) {
+	servers, err := redisserver.StartIndependent(3, redisserver.Options{})
+	started(t, err)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	})
+	for i, s := range servers {
+		if got := do(t, s.Addr(), fmt.Sprintf("SET k%d v", i)); got != "+OK" {
+			t.Fatalf("SET on %s: %s", s.Addr(), got)
+		}
+	}
+	for i, s := range servers {
+		for j := range servers {
+			want := ":0"
+			if i == j {
+				want = ":1"
+			}
+			if got := do(t, s.Addr(), fmt.Sprintf("EXISTS k%d", j)); got != want {
+				t.Fatalf("server %d: EXISTS k%d = %s, want %s: the servers share data", i, j, got, want)
+			}
+		}
 	}
 }

@@ -57,9 +57,9 @@ func Main(m *testing.M) {
 	os.Exit(leakcheck.Check(code))
 }
 
-// missing skips the test for want it could not start, or fails it under
+// Missing skips the test for want it could not start, or fails it under
 // CI=true, where everything the tests need must be there.
-func missing(t testing.TB, want string, err error) {
+func Missing(t testing.TB, want string, err error) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("%s is required under CI=true: %v", want, err)
@@ -76,7 +76,7 @@ func Server(t testing.TB) *redisserver.Server {
 		if err == nil {
 			err = fmt.Errorf("redistest: redistest.Main was not called from TestMain")
 		}
-		missing(t, "redis-server", err)
+		Missing(t, "redis-server", err)
 	}
 	return server
 }
@@ -88,7 +88,7 @@ func Cluster(t testing.TB) *redisserver.Cluster {
 	t.Helper()
 	clusterOnce.Do(func() { cluster, clusterErr = redisserver.StartCluster(3, 0) })
 	if clusterErr != nil {
-		missing(t, "a Redis Cluster", clusterErr)
+		Missing(t, "a Redis Cluster", clusterErr)
 	}
 	return cluster
 }
@@ -156,7 +156,7 @@ func NewCluster(t testing.TB, masters, replicas int) *redisserver.Cluster {
 	t.Helper()
 	c, err := redisserver.StartCluster(masters, replicas)
 	if err != nil {
-		missing(t, "a Redis Cluster", err)
+		Missing(t, "a Redis Cluster", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -273,7 +273,7 @@ func NewSentinel(t testing.TB) *redisserver.Sentinel {
 	t.Helper()
 	s, err := redisserver.StartSentinel()
 	if err != nil {
-		missing(t, "a Sentinel deployment", err)
+		Missing(t, "a Sentinel deployment", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -315,4 +315,27 @@ func SlotOwner(ctx context.Context, c redis.Cmdable, slot int) (owner string, ma
 		}
 	}
 	return owner, masters, nil
+}
+
+// Independent starts n redis-servers of the test's own that know nothing of
+// each other (the independent masters of a Redlock quorum), stopped when the
+// test ends, and returns them with a new client for each, in the same order.
+// Without redis-server it skips the test, or fails it under CI=true.
+func Independent(t testing.TB, n int) ([]*redisserver.Server, []*redis.Client) {
+	t.Helper()
+	servers, err := redisserver.StartIndependent(n, redisserver.Options{})
+	if err != nil {
+		Missing(t, fmt.Sprintf("%d redis-servers", n), err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	})
+	clients := make([]*redis.Client, n)
+	for i, s := range servers {
+		clients[i] = redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = clients[i].Close() })
+	}
+	return servers, clients
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package redisserver
+package childproc
 
 import "os/exec"
 

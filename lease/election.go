@@ -1,0 +1,231 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Locker takes leases: a [*Client] (one Redis) or a [*Quorum] (Redlock).
+type Locker interface {
+	Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error)
+}
+
+var (
+	_ Locker = (*Client)(nil)
+	_ Locker = (*Quorum)(nil)
+)
+
+// ElectionOptions configures an [Election]. The zero value is valid.
+type ElectionOptions struct {
+	// TTL is the leadership lease's TTL: how soon another replica takes
+	// over from a leader that died. The leader renews it every third of it
+	// (or the locker's ExtendInterval) for as long as the term lasts: the
+	// locker's MaxExtensions does not bound a term. Default: 10s.
+	TTL time.Duration
+	// RetryInterval is how often a follower campaigns again, with jitter of
+	// up to half of it. Default: TTL/3.
+	RetryInterval time.Duration
+	// OnChange, when set, is called when this replica becomes leader (true)
+	// and when it stops leading (false), with the term's fence. It must be
+	// fast. Default: nil.
+	OnChange func(leading bool, fence int64)
+	// OnError, when set, receives the errors that do not stop a campaign or
+	// [Election.RunEvery]: Redis failures while campaigning and the
+	// function's own errors. Default: nil.
+	OnError func(err error)
+}
+
+func (o *ElectionOptions) setDefaults() {
+	if o.TTL == 0 {
+		o.TTL = 10 * time.Second
+	}
+	if o.RetryInterval == 0 {
+		o.RetryInterval = max(o.TTL/3, time.Millisecond)
+	}
+}
+
+func (o *ElectionOptions) validate() error {
+	switch {
+	case o.TTL < time.Millisecond:
+		return fmt.Errorf("%w: election TTL %s is below 1ms", ErrInvalidOptions, o.TTL)
+	case o.RetryInterval < 0:
+		return fmt.Errorf("%w: RetryInterval must not be negative", ErrInvalidOptions)
+	}
+	return nil
+}
+
+// Election is one replica's candidacy for leadership under a name: at most
+// one replica of a fleet leads at a time, the one holding the name's lease.
+// It is safe for concurrent use.
+type Election struct {
+	locker Locker
+	name   string
+	opts   ElectionOptions
+
+	mu      sync.Mutex
+	leading bool
+}
+
+// NewElection returns this replica's candidacy for leadership under name,
+// with leases from locker.
+func NewElection(locker Locker, name string, opts ElectionOptions) (*Election, error) {
+	if locker == nil {
+		return nil, fmt.Errorf("%w: nil locker", ErrInvalidOptions)
+	}
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Election{locker: locker, name: name, opts: opts}, nil
+}
+
+// Leading reports whether this replica leads now, as far as it knows: from
+// winning the lease until a renewal finds it lost or the term ends.
+func (e *Election) Leading() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading
+}
+
+func (e *Election) setLeading(leading bool, fence int64) {
+	e.mu.Lock()
+	e.leading = leading
+	e.mu.Unlock()
+	if e.opts.OnChange != nil {
+		e.opts.OnChange(leading, fence)
+	}
+}
+
+func (e *Election) report(err error) {
+	if e.opts.OnError != nil {
+		e.opts.OnError(err)
+	}
+}
+
+// Term is one period of leadership. Its methods are safe for concurrent use.
+type Term struct {
+	e     *Election
+	lease *Lease
+	ctx   context.Context
+	stop  func() error
+	once  sync.Once
+}
+
+// Campaign blocks until this replica leads, and returns its term; the
+// lease is renewed in the background until the term ends, so call
+// [Term.Resign] when done with it. It tries again every RetryInterval (with
+// jitter) while another replica leads or Redis fails, and otherwise returns
+// only the cause of ctx ending. ctx bounds the campaign, not the term.
+func (e *Election) Campaign(ctx context.Context) (*Term, error) {
+	for {
+		l, err := e.locker.Acquire(ctx, e.name, e.opts.TTL)
+		if err == nil {
+			return e.begin(ctx, l), nil
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		if !errors.Is(err, ErrLeaseBusy) {
+			e.report(err)
+		}
+		wait := e.opts.RetryInterval
+		wait += rand.N(wait/2 + 1)
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (e *Election) begin(ctx context.Context, l *Lease) *Term {
+	kctx, stop := l.keepAlive(context.WithoutCancel(ctx), math.MaxInt)
+	t := &Term{e: e, lease: l, ctx: kctx, stop: stop}
+	e.setLeading(true, l.Fence())
+	// The term ends when the lease is lost: say so as soon as it happens.
+	context.AfterFunc(kctx, func() {
+		t.once.Do(func() { e.setLeading(false, l.Fence()) })
+	})
+	return t
+}
+
+// Context returns the term's context: cancelled when leadership is lost
+// (cause [ErrLeaseLost] or [ErrExtensionsExhausted]) or resigned (cause
+// [context.Canceled]). Work done as leader runs under it.
+func (t *Term) Context() context.Context { return t.ctx }
+
+// Fence returns the term's fencing token: higher for every later term.
+func (t *Term) Fence() int64 { return t.lease.Fence() }
+
+// Lease returns the lease that makes this replica leader.
+func (t *Term) Lease() *Lease { return t.lease }
+
+// Resign ends the term: renewals stop, the term's context is cancelled and
+// the lease is released so that another replica can lead at once. It
+// returns nil when the lease was still held, or why it was not.
+func (t *Term) Resign(ctx context.Context) error {
+	lost := t.stop()
+	t.once.Do(func() { t.e.setLeading(false, t.lease.Fence()) })
+	if lost != nil {
+		return lost
+	}
+	return t.lease.Release(ctx)
+}
+
+// RunEvery runs fn on the leader only: it campaigns, and while this replica
+// leads it calls fn at once and then every interval, under the term's
+// context (cancelled when the lease is lost). When a term ends it
+// campaigns again. Calls of fn never overlap on a replica; a call that
+// takes longer than interval delays the next one. fn's errors go to
+// OnError. RunEvery returns the cause of ctx ending, after resigning.
+func (e *Election) RunEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalidOptions)
+	}
+	if interval <= 0 {
+		return fmt.Errorf("%w: interval %s must be positive", ErrInvalidOptions, interval)
+	}
+	for {
+		term, err := e.Campaign(ctx)
+		if err != nil {
+			return err
+		}
+		e.lead(ctx, term, interval, fn)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(e.opts.TTL))
+		err = term.Resign(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err != nil {
+			e.report(err)
+		}
+	}
+}
+
+// lead calls fn every interval until the term or ctx ends.
+func (e *Election) lead(ctx context.Context, term *Term, interval time.Duration, fn func(ctx context.Context) error) {
+	tctx, cancel := context.WithCancelCause(term.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer stop()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-tctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := fn(tctx); err != nil {
+			e.report(fmt.Errorf("lease: %s: %w", e.name, err))
+		}
+		t.Reset(interval)
+	}
+}

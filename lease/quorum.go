@@ -1,0 +1,400 @@
+package lease
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/fencelua"
+)
+
+var (
+	//go:embed quorum_acquire.lua
+	quorumAcquireSrc    string
+	quorumAcquireScript = redis.NewScript(fencelua.FloorSource + quorumAcquireSrc)
+
+	//go:embed quorum_fence.lua
+	quorumFenceSrc    string
+	quorumFenceScript = redis.NewScript(quorumFenceSrc)
+)
+
+// QuorumOptions configures a [Quorum]. The zero value is valid: the
+// defaults of [Options], a drift factor of 0.01, and a tenth of the TTL (at
+// most a second) for each server to answer.
+type QuorumOptions struct {
+	Options
+	// DriftFactor is the share of the TTL allowed for clocks that run at
+	// different rates: a lease is valid for TTL − elapsed − (TTL×DriftFactor
+	// + 2ms) after the first request was sent. Default: 0.01.
+	DriftFactor float64
+	// ServerTimeout bounds each server's answer in every round; a server
+	// that does not answer in time counts as failed. The Redis clients'
+	// own timeouts must allow it to be kept (set ContextTimeoutEnabled, or a
+	// ReadTimeout no longer than this). Default: TTL/10, at most 1s.
+	ServerTimeout time.Duration
+}
+
+func (o *QuorumOptions) setDefaults() {
+	o.Options.setDefaults()
+	if o.DriftFactor == 0 {
+		o.DriftFactor = 0.01
+	}
+}
+
+func (o *QuorumOptions) validate() error {
+	switch {
+	case o.DriftFactor < 0 || o.DriftFactor >= 1:
+		return fmt.Errorf("%w: DriftFactor %g is outside [0, 1)", ErrInvalidOptions, o.DriftFactor)
+	case o.ServerTimeout < 0:
+		return fmt.Errorf("%w: ServerTimeout must not be negative", ErrInvalidOptions)
+	}
+	return o.Options.validate()
+}
+
+// Quorum acquires leases by the Redlock algorithm over N independent Redis
+// masters (no replication between them): a lease is held when a majority
+// granted it within its validity time, and its fence is higher than any
+// fence an earlier quorum lease on the name handed out (see the package
+// documentation for the argument). It has the API of [Client]. It is safe
+// for concurrent use.
+type Quorum struct {
+	servers []redis.Scripter
+	opts    QuorumOptions
+
+	// now and betweenRounds are seams for tests: the holder's clock, and
+	// a hook run between the grant and the fence write-back.
+	now           func() time.Time
+	betweenRounds func(ctx context.Context)
+}
+
+// NewQuorum returns a Quorum over servers, one client per independent
+// Redis master (use an odd number, 3 or 5). A majority, len(servers)/2+1,
+// must grant every lease.
+func NewQuorum(servers []redis.Scripter, opts QuorumOptions) (*Quorum, error) {
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: no Redis servers", ErrInvalidOptions)
+	}
+	for i, s := range servers {
+		if s == nil {
+			return nil, fmt.Errorf("%w: Redis client %d is nil", ErrInvalidOptions, i)
+		}
+	}
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Quorum{servers: append([]redis.Scripter(nil), servers...), opts: opts, now: time.Now}, nil
+}
+
+// Majority returns how many servers must grant a lease.
+func (q *Quorum) Majority() int { return len(q.servers)/2 + 1 }
+
+func (q *Quorum) options() *Options { return &q.opts.Options }
+
+func (q *Quorum) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*q.opts.DriftFactor) + 2*time.Millisecond
+}
+
+func (q *Quorum) serverTimeout(ttl time.Duration) time.Duration {
+	if q.opts.ServerTimeout > 0 {
+		return q.opts.ServerTimeout
+	}
+	return min(max(ttl/10, time.Millisecond), time.Second)
+}
+
+// QuorumError is returned when fewer than a majority of the servers could
+// be reached for a step (errors.Is [ErrNoQuorum]); Unwrap gives each
+// failed server's error.
+type QuorumError struct {
+	// Op is the step: "acquire", "fence", "extend" or "release".
+	Op string
+	// OK is how many servers did their part, Needed the majority, Of the
+	// number of servers.
+	OK, Needed, Of int
+	// Errs are the failed servers' errors.
+	Errs []error
+}
+
+// Error implements error.
+func (e *QuorumError) Error() string {
+	msg := fmt.Sprintf("%s: %s on %d of %d servers, %d needed", ErrNoQuorum, e.Op, e.OK, e.Of, e.Needed)
+	if len(e.Errs) > 0 {
+		msg += ": " + errors.Join(e.Errs...).Error()
+	}
+	return msg
+}
+
+// Is reports whether target is [ErrNoQuorum].
+func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
+
+// Unwrap returns the failed servers' errors.
+func (e *QuorumError) Unwrap() []error { return e.Errs }
+
+// tally is one round's replies: which servers said yes or no, and which failed.
+type tally struct {
+	yes  []int   // indexes of the servers that answered yes
+	vals []int64 // the second value of each yes (the fence floor), same order
+	no   int     // servers that answered no (busy, or not ours)
+	left int64   // the largest remaining TTL among the no answers, ms
+	errs []error
+}
+
+// round sends call to the servers at idx (all when idx is empty) at once and
+// collects the replies until all came, the round's deadline passed, or
+// (when decided is not nil) decided says the outcome is known: the calls
+// still out then go on to their end, so that slow servers still take the
+// step, and a dead minority does not cost every step the whole deadline.
+// call returns {1, v} for yes and {0, v} for no.
+func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
+	if len(idx) == 0 {
+		idx = make([]int, len(q.servers))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	// The round's context keeps the caller's deadline and cancellation
+	// while the round runs, but not after: calls still out when it returns
+	// early must not be cut short when the caller cancels its context.
+	timeout := q.serverTimeout(ttl)
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(ctx, cancel)
+	type reply struct {
+		i   int
+		res []int64
+		err error
+	}
+	replies := make(chan reply, len(idx)) // buffered: a straggler never blocks
+	ask := func(i int) {
+		res, err := call(rctx, q.servers[i])
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("unexpected reply %v", res)
+		}
+		replies <- reply{i, res, err}
+	}
+	if len(idx) == 1 {
+		ask(idx[0]) // one server: no goroutine hand-off (it would decide alone anyway)
+	} else {
+		// One goroutine per server, so that a server that hangs past the
+		// deadline (a client that ignores context deadlines) does not
+		// hold the round up.
+		for _, i := range idx {
+			go ask(i)
+		}
+	}
+	pending := len(idx)
+	defer func() {
+		if pending == 0 {
+			stop()
+			cancel()
+			return
+		}
+		stop()
+		go func() { // the calls still out end by the deadline at the latest
+			for range pending {
+				<-replies
+			}
+			cancel()
+		}()
+	}()
+	var t tally
+	for pending > 0 {
+		if decided != nil && decided(t) {
+			return t
+		}
+		var r reply
+		select {
+		case r = <-replies:
+		case <-rctx.Done():
+			silent := len(idx) - len(t.yes) - t.no - len(t.errs)
+			err := fmt.Errorf("lease: %s: %d server(s) did not answer: %w", name, silent, context.Cause(rctx))
+			for range silent {
+				q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+			}
+			t.errs = append(t.errs, err)
+			return t
+		}
+		pending--
+		switch {
+		case r.err != nil:
+			err := fmt.Errorf("lease: %s on server %d: %w", name, r.i, r.err)
+			q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+			t.errs = append(t.errs, err)
+		case r.res[0] == 1:
+			t.yes = append(t.yes, r.i)
+			t.vals = append(t.vals, r.res[1])
+		default:
+			t.no++
+			t.left = max(t.left, r.res[1])
+		}
+	}
+	return t
+}
+
+// yesNo is a round's call of a script that answers 1 (done) or 0 (the
+// lease is not ours there).
+func yesNo(script *redis.Script, keys []string, args ...any) func(context.Context, redis.Scripter) ([]int64, error) {
+	return func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+		ok, err := script.Run(ctx, rdb, keys, args...).Int64()
+		return []int64{ok, 0}, err
+	}
+}
+
+// decided reports whether an extension's or a fence write-back's outcome
+// is known: a majority said yes, or so many said no
+// that no majority can.
+func (q *Quorum) decided(t tally) bool {
+	return len(t.yes) >= q.Majority() || t.no > len(q.servers)-q.Majority()
+}
+
+func (t tally) quorumError(op string, needed, of int) error {
+	return &QuorumError{Op: op, OK: len(t.yes), Needed: needed, Of: of, Errs: t.errs}
+}
+
+// Acquire takes the lease on name for ttl on a majority of the servers,
+// trying up to 1+Retries times with capped, jittered backoff. When other
+// holders keep it, it returns a [*BusyError] (errors.Is ErrLeaseBusy); when
+// a majority cannot be reached, a [*QuorumError] (errors.Is ErrNoQuorum).
+// In both cases nothing is held: what a failed attempt took is released.
+func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	if err := validTTL(ttl); err != nil {
+		return nil, err
+	}
+	if q.drift(ttl) >= ttl {
+		return nil, fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	start := q.now()
+	for attempt := 0; ; attempt++ {
+		l, err := q.try(ctx, name, token, ttl)
+		if err == nil {
+			q.opts.observe(ctx, Event{Kind: EventAcquired, Name: name, Duration: q.now().Sub(start), Fence: l.fence})
+			return l, nil
+		}
+		var busy *BusyError
+		if errors.As(err, &busy) {
+			q.opts.observe(ctx, Event{Kind: EventBusy, Name: name, Remaining: busy.Remaining})
+		}
+		if attempt >= q.opts.Retries {
+			return nil, err
+		}
+		if err := sleep(ctx, backoff(q.opts.RetryBase, q.opts.RetryMax, attempt)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// try is one attempt: round one takes the lease and reads the fence floors
+// on every server; round two writes max+1 back where the lease is still
+// ours. The lease is returned only when both rounds reached a majority
+// within the validity time.
+func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration) (*Lease, error) {
+	key, fenceKey := Keys(name)
+	keys := []string{key, fenceKey}
+	n, need := len(q.servers), q.Majority()
+	sent := q.now()
+	valid := func() bool { return q.now().Sub(sent) < ttl-q.drift(ttl) }
+
+	grant := q.round(ctx, name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds()).Int64Slice()
+	})
+	if len(grant.yes) < need || !valid() {
+		q.releaseAll(ctx, name, key, token, ttl)
+		switch {
+		case len(grant.yes) >= need:
+			return nil, fmt.Errorf("%w: %s: granted by %d of %d servers after its validity (TTL %s less drift %s) had passed", ErrLeaseLost, name, len(grant.yes), n, ttl, q.drift(ttl))
+		case grant.no == 0 || len(grant.yes)+grant.no < need:
+			// The failures alone kept the majority out of reach.
+			return nil, grant.quorumError("acquire", need, n)
+		}
+		return nil, &BusyError{Remaining: time.Duration(grant.left) * time.Millisecond}
+	}
+	if q.betweenRounds != nil {
+		q.betweenRounds(ctx)
+	}
+	fence := int64(0)
+	for _, f := range grant.vals {
+		fence = max(fence, f)
+	}
+	fence++
+	written := q.round(ctx, name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys, token, fence, q.opts.FenceTTL.Milliseconds()))
+	if len(written.yes) < need || !valid() {
+		// A pause between the rounds let the lease run out on too many
+		// servers: this fence must not be used.
+		q.releaseAll(ctx, name, key, token, ttl)
+		if len(written.errs) == 0 {
+			return nil, fmt.Errorf("%w: %s: the fence reached %d of %d servers within the validity time, %d needed", ErrLeaseLost, name, len(written.yes), n, need)
+		}
+		return nil, written.quorumError("fence", need, n)
+	}
+	return newLease(q, name, token, fence, ttl, sent), nil
+}
+
+// releaseAll deletes the lease wherever it is still token's, for an attempt
+// that failed, under a context of its own so that a cancelled caller does
+// not leave a minority holding it.
+func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl time.Duration) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
+	defer cancel()
+	q.round(rctx, name, nil, ttl, nil, yesNo(releaseScript, []string{key}, token))
+}
+
+// release deletes the lease on every server where it is ours. It is
+// released when a majority deleted it; when a majority no longer held it
+// the lease had been lost ([ErrLeaseLost]).
+func (q *Quorum) release(ctx context.Context, l *Lease) error {
+	// Every server's answer is awaited: a release leaves no copy behind
+	// that it could still delete.
+	t := q.round(ctx, l.name, nil, l.ttl, nil, yesNo(releaseScript, []string{l.key}, l.token))
+	return q.verdict(t, "release", l)
+}
+
+// extend resets the lease's TTL on every server where it is ours; it holds
+// when a majority took it within the new validity time.
+func (q *Quorum) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
+	if q.drift(ttl) >= ttl {
+		return fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
+	}
+	sent := q.now()
+	t := q.round(ctx, l.name, nil, ttl, q.decided, yesNo(extendScript, []string{l.key}, l.token, ttl.Milliseconds()))
+	if err := q.verdict(t, "extend", l); err != nil {
+		return err
+	}
+	if q.now().Sub(sent) >= ttl-q.drift(ttl) {
+		return fmt.Errorf("%w: %s: the extension took longer than its validity", ErrLeaseLost, l.name)
+	}
+	return nil
+}
+
+// verdict turns a release's or an extension's replies into its result: nil
+// when a majority did it, [ErrLeaseLost] when so many said "not ours" that
+// no majority can still be ours, a [*QuorumError] otherwise.
+func (q *Quorum) verdict(t tally, op string, l *Lease) error {
+	n, need := len(q.servers), q.Majority()
+	switch {
+	case len(t.yes) >= need:
+		return nil
+	case t.no > n-need:
+		return ErrLeaseLost
+	default:
+		return fmt.Errorf("lease: %s %s: %w", op, l.key, t.quorumError(op, need, n))
+	}
+}
+
+// Using is [Client.Using] over the quorum: acquire on a majority, run fn,
+// extend on every server in the background, release on every server.
+func (q *Quorum) Using(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error) error {
+	return using(ctx, ttl, func() (*Lease, error) { return q.Acquire(ctx, name, ttl) }, fn)
+}
