@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,7 +70,7 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 		version = c.l1.version()
 	}
 	now := c.now()
-	var todo []string
+	var todo []string // may repeat a key: reads do not mind, misses are deduplicated in many
 	for _, k := range keys {
 		if err := c.check(k); err != nil {
 			b.errs[k] = err
@@ -86,12 +85,12 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 		}
 		todo = append(todo, k)
 	}
-	slices.Sort(todo)
-	todo = slices.Compact(todo)
 	switch {
 	case len(todo) == 0:
 	case ctx.Err() != nil:
 		b.giveUp(todo, context.Cause(ctx))
+	case ctx.Done() == nil: // never cancelled: nothing to bound, no goroutine to pay for
+		c.many(ctx, todo, version, fn, b)
 	default:
 		done := make(chan struct{})
 		go func() {
@@ -159,23 +158,21 @@ func (b *batch[V]) result() (map[string]V, error) {
 	return b.out, nil
 }
 
-// many runs the per-key steps for todo (distinct, valid keys) with shared
-// round trips. Its Redis steps and computes are detached from ctx's
+// many runs the per-key steps for todo (valid keys, perhaps repeated) with
+// shared round trips. Its Redis steps and computes are detached from ctx's
 // cancellation (a claim taken must end in a fill or an abandon); ctx bounds
 // the waits, and no claim is taken once ctx has ended.
 func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn batchFunc[V], b *batch[V]) {
 	dctx := context.WithoutCancel(ctx)
 	ks := c.keysForMany(todo)
 	prevs := make([]*entry[V], len(ks))
-	all := make([]int, len(ks))
-	for i := range all {
-		all[i] = i
-	}
+
 	if !c.store.available() {
-		c.degradedMany(dctx, ctx, ks, prevs, all, fn, b)
+		c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b)
 		return
 	}
 	var missing []int
+	var seen map[string]bool // the keys in missing, once one is
 	now := c.now()
 	err := c.store.readMany(dctx, ks, readShared, func(i int, e entry[V], found bool) {
 		key := ks[i].key
@@ -194,14 +191,14 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 		case verdictExpired:
 			expired := e
 			prevs[i] = &expired
-			missing = append(missing, i)
+			missing = appendOnce(missing, &seen, ks, i)
 		default:
-			missing = append(missing, i)
+			missing = appendOnce(missing, &seen, ks, i)
 		}
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			c.degradedMany(dctx, ctx, ks, prevs, all, fn, b)
+			c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b)
 		}
 		return
 	}
@@ -244,6 +241,28 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 		}
 	}
 	wg.Wait()
+}
+
+// distinct returns the index of each key of ks once.
+func distinct(ks []keys) []int {
+	var idx []int
+	var seen map[string]bool
+	for i := range ks {
+		idx = appendOnce(idx, &seen, ks, i)
+	}
+	return idx
+}
+
+// appendOnce appends i to missing unless key ks[i] is in it already.
+func appendOnce(missing []int, seen *map[string]bool, ks []keys, i int) []int {
+	if *seen == nil {
+		*seen = make(map[string]bool)
+	}
+	if (*seen)[ks[i].key] {
+		return missing
+	}
+	(*seen)[ks[i].key] = true
+	return append(missing, i)
 }
 
 // degradedMany computes the keys ks[idx] with one fn call without the store

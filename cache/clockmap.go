@@ -19,7 +19,7 @@ const clockShards = 16
 type clockShard[V any] struct {
 	mu    sync.RWMutex
 	m     map[string]*clockEntry[V]
-	ring  []*clockEntry[V] // CLOCK ring; nil slots are free
+	ring  []*clockEntry[V] // CLOCK ring, grown up to limit; nil slots are free
 	hand  int
 	limit int
 }
@@ -36,7 +36,9 @@ func newClockMap[V any](size int) *clockMap[V] {
 	c := &clockMap[V]{seed: maphash.MakeSeed()}
 	per := max(size/clockShards, 1)
 	for i := range c.shards {
-		c.shards[i] = clockShard[V]{m: make(map[string]*clockEntry[V], min(per, 1024)), ring: make([]*clockEntry[V], per), limit: per}
+		// The ring grows as entries come, up to the bound: a large bound
+		// costs nothing (not even GC scanning) until it is used.
+		c.shards[i] = clockShard[V]{m: make(map[string]*clockEntry[V], min(per, 1024)), limit: per}
 	}
 	return c
 }
@@ -74,6 +76,12 @@ func (s *clockShard[V]) putLocked(key string, e entry[V], expires int64) {
 		return
 	}
 	ce := &clockEntry[V]{key: key, e: e, expires: expires}
+	if len(s.ring) < s.limit {
+		ce.slot = len(s.ring)
+		s.ring = append(s.ring, ce)
+		s.m[key] = ce
+		return
+	}
 	for { // CLOCK: clear the used bit until a slot whose entry was not used since
 		victim := s.ring[s.hand]
 		if victim == nil || !victim.used.Swap(false) {
