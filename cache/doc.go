@@ -22,7 +22,10 @@
 // overwrite a newer value.
 //
 // With a nil Redis client the cache is process-local: the same decisions
-// and the same claims over a bounded in-memory store, the same API. When Redis is unreachable, callers compute
-// locally (coalesced in-process, Outcome [Degraded]) and a circuit breaker
-// keeps them from paying Redis timeouts until it answers again.
+// and the same claims over a bounded in-memory store, the same API. When
+// Redis is unreachable, callers compute locally (coalesced in-process,
+// Outcome [Degraded], each key once per DegradedTTL) and a circuit breaker
+// keeps them from paying Redis timeouts until a background probe finds it
+// answering again. When the origin fails, a value inside its StaleIfError
+// window answers and is re-armed for FailSafeThrottle across the fleet.
 package cache
