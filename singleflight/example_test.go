@@ -2,6 +2,7 @@ package singleflight_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -32,4 +33,20 @@ func ExampleGroup_Do() {
 	// Calls that overlap share one origin call; calls that do not, run again.
 	fmt.Println(origin.Load() >= 1 && origin.Load() <= 10)
 	// Output: true
+}
+
+// Go runs a function whose panic must not take the process down, and lets
+// the caller stop waiting for it: the outcome channel is buffered.
+func ExampleGo() {
+	done := singleflight.Go(context.Background(), func(context.Context) (int, error) {
+		panic("the origin's client blew up")
+	})
+	select {
+	case o := <-done:
+		var pe *singleflight.PanicError
+		fmt.Println(errors.As(o.Err, &pe), pe.Value)
+	case <-time.After(time.Second):
+		fmt.Println("gave up waiting")
+	}
+	// Output: true the origin's client blew up
 }
