@@ -80,12 +80,20 @@ func degraded(s cache.Stats) uint64 { return s.Degraded }
 
 // pollFor polls cond every interval until it holds, failing the test after
 // timeout: for state that changes on its own (background work, Redis).
-func pollFor(t *testing.T, what string, timeout, interval time.Duration, cond func() bool) {
+func pollFor(t testing.TB, what string, timeout, interval time.Duration, cond func() bool) {
+	t.Helper()
+	poll(t, timeout, interval, cond, func() string { return "timed out waiting for " + what })
+}
+
+// poll is the one poll loop of the tests: cond every interval until it
+// holds, failing the test after timeout with why() (called then, so it can
+// report the last state seen).
+func poll(t testing.TB, timeout, interval time.Duration, cond func() bool, why func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("not within %s: %s", timeout, why())
 		}
 		time.Sleep(interval) // the state changes on its own: poll it
 	}

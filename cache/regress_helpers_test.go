@@ -206,13 +206,7 @@ func versionOf(s string) (int, bool) {
 // for state that changes on its own (background work, Redis, the clock).
 func eventually(t testing.TB, timeout time.Duration, cond func() bool, why func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, why())
-		}
-		time.Sleep(2 * time.Millisecond) // the state changes on its own: poll it
-	}
+	poll(t, timeout, 2*time.Millisecond, cond, why)
 }
 
 // clockPast waits until d has passed since from: for a TTL or cooldown of
