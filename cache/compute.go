@@ -63,7 +63,7 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 	}
 	r.values, r.err = o.Value, o.Err
 	r.took = time.Since(start)
-	if r.err != nil && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrUncacheable) {
+	if r.err != nil && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrUncacheable) && !errors.Is(r.err, ErrUnchanged) {
 		c.stats.computeErrors.Add(1)
 	}
 	r.policy = meta.policy(c.policy)
@@ -132,6 +132,40 @@ func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now 
 		e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 		c.kept.put(key, e, e.w.ErrorUntil.UnixNano())
 	}
+}
+
+type previousKey struct{}
+
+// withPrevious gives the compute of tasks their previous values, for
+// [Previous].
+func withPrevious[V any](ctx context.Context, tasks []*task[V]) context.Context {
+	var prev map[string]V
+	for _, t := range tasks {
+		if t.prev != nil && !t.prev.negative {
+			if prev == nil {
+				prev = make(map[string]V, len(tasks))
+			}
+			prev[t.k.key] = t.prev.value
+		}
+	}
+	if prev == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, previousKey{}, prev)
+}
+
+// Previous returns the value key held before the compute running under ctx
+// — fresh, stale or expired, while its Stale or StaleIfError window keeps
+// it — so that
+// the compute function can revalidate it with its origin (an ETag, a
+// version number) and return [ErrUnchanged] instead of rebuilding it. Call
+// it from within the compute function with the context it was given (with
+// a [Cache.GetOrComputeMany] function, for any of the keys it was given);
+// ok is false when there is no previous value, or for any other context.
+func Previous[V any](ctx context.Context, key string) (v V, ok bool) {
+	prev, _ := ctx.Value(previousKey{}).(map[string]V)
+	v, ok = prev[key]
+	return v, ok
 }
 
 // computeMeta carries what a compute function says about its own result.

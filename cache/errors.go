@@ -34,6 +34,13 @@ var (
 	// fail-safe throttle holds: the origin failed recently (on this or
 	// another replica) and is not tried again until FailSafeThrottle ends.
 	ErrFailSafe = errors.New("cache: the origin failed recently; a stale value answers until the fail-safe throttle ends")
+	// ErrUnchanged is what a compute function returns (wrapped or not) to
+	// say that the previous value, which [Previous] gave it, is still
+	// current: it is stored again with fresh windows and answers the
+	// callers, counted in Stats().Revalidated. Without a previous value it
+	// is an error like any other. For a GetOrComputeMany function it covers
+	// every key of the call.
+	ErrUnchanged = errors.New("cache: unchanged since the previous value")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say

@@ -176,7 +176,7 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 	for i, t := range tasks {
 		stops[i] = c.store.keepAlive(ctx, t.claim)
 	}
-	r := c.compute(ctx, taskKeys(tasks), fn)
+	r := c.compute(withPrevious(ctx, tasks), taskKeys(tasks), fn)
 	for _, stop := range stops {
 		stop()
 	}
@@ -240,6 +240,10 @@ func (c *Cache[V]) computedFor(key string, r computed[V], prev *entry[V], o Outc
 			return loaded[V]{value: v, outcome: o, created: now}, nil
 		}
 		err = ErrMissingFromBatch
+	}
+	if errors.Is(err, ErrUnchanged) && prev != nil && !prev.negative {
+		c.stats.revalidated.Add(1) // the origin said the previous value is current: it is stored again, fresh
+		return loaded[V]{value: prev.value, outcome: o, created: now}, nil
 	}
 	if errors.Is(err, ErrNotFound) {
 		return loaded[V]{outcome: o, created: now}, err

@@ -37,6 +37,9 @@ type Stats struct {
 	// origin failed; SoftTimeouts the computes that ran past SoftTimeout
 	// while a stale value answered.
 	FailSafe, SoftTimeouts uint64
+	// Revalidated counts computes answered by ErrUnchanged: the previous
+	// value was stored again without being rebuilt.
+	Revalidated uint64
 	// Unstored counts computed values that could not be stored (over
 	// MaxValueBytes, or the codec failed): they answered their callers, and
 	// the next call computes again.
@@ -54,6 +57,7 @@ type counters struct {
 	staleOnError, negativeStored       atomic.Uint64
 	negativeHits, refills, unstored    atomic.Uint64
 	failSafe, softTimeouts             atomic.Uint64
+	revalidated                        atomic.Uint64
 	l1Hits                             striped
 }
 
@@ -74,7 +78,7 @@ func (c *Cache[V]) Stats() Stats {
 		StaleOnError: s.staleOnError.Load(), NegativeStored: s.negativeStored.Load(), NegativeHits: s.negativeHits.Load(),
 		Corrupt: s.corrupt.Load(), FencedOut: s.fencedOut.Load(), RedisErrors: s.redisErrors.Load(),
 		Refills: s.refills.Load(), Unstored: s.unstored.Load(),
-		FailSafe: s.failSafe.Load(), SoftTimeouts: s.softTimeouts.Load(),
+		FailSafe: s.failSafe.Load(), SoftTimeouts: s.softTimeouts.Load(), Revalidated: s.revalidated.Load(),
 		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.local != nil {
