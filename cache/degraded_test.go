@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,10 +25,7 @@ func TestDegradedKeepsWhatItComputed(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.SetPartition(true)
-	waitFor(t, "the breaker to open", func() bool {
-		_, _, _ = c.Get(ctx, "other")
-		return c.Stats().BreakerOpen
-	})
+	waitBreaker(t, c, true)
 	var calls atomic.Int32
 	fn := func(context.Context) (string, error) { calls.Add(1); return "computed", nil }
 	for i := range 5 {
@@ -46,10 +44,7 @@ func TestDegradedKeepsWhatItComputed(t *testing.T) {
 		t.Fatalf("past DegradedTTL: %+v %v, %d computes", r, err, calls.Load())
 	}
 	p.SetPartition(false)
-	waitFor(t, "the breaker to close", func() bool {
-		_, _, _ = c.Get(ctx, "other")
-		return !c.Stats().BreakerOpen
-	})
+	waitBreaker(t, c, false)
 	if r, err := c.Fetch(ctx, "k", fn); err != nil || r.Value != "in redis" || r.Outcome != cache.Hit {
 		t.Fatalf("after the outage: %+v %v: Redis' value must win", r, err)
 	}
@@ -64,10 +59,7 @@ func TestDegradedKeptValueAnswersOnError(t *testing.T) {
 	clocked(clk, c)
 	ctx := context.Background()
 	p.SetPartition(true)
-	waitFor(t, "the breaker to open", func() bool {
-		_, _, _ = c.Get(ctx, "other")
-		return c.Stats().BreakerOpen
-	})
+	waitBreaker(t, c, true)
 	if r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "kept", nil }); err != nil || r.Outcome != cache.Degraded {
 		t.Fatalf("%+v %v", r, err)
 	}
@@ -77,4 +69,15 @@ func TestDegradedKeptValueAnswersOnError(t *testing.T) {
 	if err != nil || r.Value != "kept" || !errors.Is(r.Err, down) {
 		t.Fatalf("origin failing during the outage: %+v %v: want the kept value", r, err)
 	}
+}
+
+// waitBreaker waits until c's breaker is open (or closed), driving it with
+// reads of another key: a read against the partition counts a failure, and
+// past the cooldown a read starts the background probe.
+func waitBreaker(t *testing.T, c *cache.Cache[string], open bool) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the breaker open=%v", open), func() bool {
+		_, _, _ = c.Get(context.Background(), "other")
+		return c.Stats().BreakerOpen == open
+	})
 }

@@ -22,19 +22,13 @@ func TestReviewKeptValueAfterSet(t *testing.T) {
 			clocked(clk, c)
 			ctx := context.Background()
 			p.SetPartition(true)
-			waitFor(t, "the breaker to open", func() bool {
-				_, _, _ = c.Get(ctx, "other")
-				return c.Stats().BreakerOpen
-			})
+			waitBreaker(t, c, true)
 			r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "A", nil })
 			if err != nil || r.Value != "A" || r.Outcome != cache.Degraded {
 				t.Fatalf("outage 1: %+v %v", r, err)
 			}
 			p.SetPartition(false)
-			waitFor(t, "the breaker to close", func() bool {
-				_, _, _ = c.Get(ctx, "other")
-				return !c.Stats().BreakerOpen
-			})
+			waitBreaker(t, c, false)
 			if op == "set" {
 				if err := c.Set(ctx, "k", "B"); err != nil {
 					t.Fatal(err)
@@ -62,10 +56,7 @@ func TestReviewDegradedFailingOriginThrottled(t *testing.T) {
 	clocked(clk, c)
 	ctx := context.Background()
 	p.SetPartition(true)
-	waitFor(t, "the breaker to open", func() bool {
-		_, _, _ = c.Get(ctx, "other")
-		return c.Stats().BreakerOpen
-	})
+	waitBreaker(t, c, true)
 	if r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "kept", nil }); err != nil || r.Outcome != cache.Degraded {
 		t.Fatalf("%+v %v", r, err)
 	}
