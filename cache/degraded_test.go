@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/faultproxy"
 )
 
 // While Redis is unreachable a process computes a key at most once per
@@ -53,13 +54,8 @@ func TestDegradedKeepsWhatItComputed(t *testing.T) {
 // A value kept while Redis is down answers for a failing origin inside its
 // StaleIfError window.
 func TestDegradedKeptValueAnswersOnError(t *testing.T) {
-	p, caches := proxiedWith(t, 1, cache.Options{StaleIfError: time.Hour})
-	c := caches[0]
-	clk := cache.NewClock()
-	clocked(clk, c)
+	_, c, clk := outage(t, cache.Options{StaleIfError: time.Hour})
 	ctx := context.Background()
-	p.SetPartition(true)
-	waitBreaker(t, c, true)
 	if r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "kept", nil }); err != nil || r.Outcome != cache.Degraded {
 		t.Fatalf("%+v %v", r, err)
 	}
@@ -69,6 +65,19 @@ func TestDegradedKeptValueAnswersOnError(t *testing.T) {
 	if err != nil || r.Value != "kept" || !errors.Is(r.Err, down) {
 		t.Fatalf("origin failing during the outage: %+v %v: want the kept value", r, err)
 	}
+}
+
+// outage returns a cache (with opts) on a test clock whose link to Redis
+// the proxy has cut, once its breaker is open.
+func outage(t *testing.T, opts cache.Options) (*faultproxy.Proxy, *cache.Cache[string], *cache.Clock) {
+	t.Helper()
+	p, caches := proxiedWith(t, 1, opts)
+	c := caches[0]
+	clk := cache.NewClock()
+	clocked(clk, c)
+	p.SetPartition(true)
+	waitBreaker(t, c, true)
+	return p, c, clk
 }
 
 // waitBreaker waits until c's breaker is open (or closed), driving it with

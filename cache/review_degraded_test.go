@@ -16,13 +16,8 @@ import (
 func TestReviewKeptValueAfterSet(t *testing.T) {
 	for _, op := range []string{"set", "delete"} {
 		t.Run(op, func(t *testing.T) {
-			p, caches := proxied(t, 1)
-			c := caches[0]
-			clk := cache.NewClock()
-			clocked(clk, c)
+			p, c, _ := outage(t, cache.Options{})
 			ctx := context.Background()
-			p.SetPartition(true)
-			waitBreaker(t, c, true)
 			r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "A", nil })
 			if err != nil || r.Value != "A" || r.Outcome != cache.Degraded {
 				t.Fatalf("outage 1: %+v %v", r, err)
@@ -50,13 +45,8 @@ func TestReviewKeptValueAfterSet(t *testing.T) {
 // StaleIfError window: sequential callers should not each call the origin
 // (no throttle is applied to degraded computes).
 func TestReviewDegradedFailingOriginThrottled(t *testing.T) {
-	p, caches := proxiedWith(t, 1, cache.Options{StaleIfError: time.Hour})
-	c := caches[0]
-	clk := cache.NewClock()
-	clocked(clk, c)
+	_, c, clk := outage(t, cache.Options{StaleIfError: time.Hour})
 	ctx := context.Background()
-	p.SetPartition(true)
-	waitBreaker(t, c, true)
 	if r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "kept", nil }); err != nil || r.Outcome != cache.Degraded {
 		t.Fatalf("%+v %v", r, err)
 	}

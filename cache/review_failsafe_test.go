@@ -194,16 +194,7 @@ func TestReviewFailSafeThrottleBatchAndSingle(t *testing.T) {
 		}
 		waitGroupWithin(t, &wg, 20*time.Second, "the burst")
 	}
-	burst()
-	burst()
-	if n := calls.Load(); n != 1 {
-		t.Fatalf("origin called %d times in one throttle, want 1", n)
-	}
-	clk.Advance(time.Minute + time.Millisecond)
-	burst()
-	if n := calls.Load(); n != 2 {
-		t.Fatalf("origin called %d times after the throttle ended once, want 2", n)
-	}
+	oneCallPerThrottle(t, clk, time.Minute, &calls, burst)
 }
 
 // Review (guarantee 6 vs the StaleIfError bound): a fail-safe re-arm must
