@@ -57,8 +57,11 @@ func TestShortRun(t *testing.T) {
 				t.Errorf("%s: %.3f origin calls per expiry (%d calls, %d expiries), want exactly 1", name, r.CallsPerExp, r.OriginCalls, r.Expiries)
 			}
 		}
-		if r.Scenario == "storm" && r.Keys == "hot" && r.InProcessOnly && r.CallsPerExp < float64(r.Replicas) {
-			t.Errorf("%s: in-process-only peer at %.2f calls per expiry, below R=%d", name, r.CallsPerExp, r.Replicas)
+		// An in-process-only peer stampedes: about R calls per expiry on the
+		// hot key, a little fewer when a replica reads another's fresh value
+		// in time (2.67 of R=3 was seen on a quiet machine), never near 1.
+		if r.Scenario == "storm" && r.Keys == "hot" && r.InProcessOnly && r.CallsPerExp < float64(r.Replicas)/2 {
+			t.Errorf("%s: in-process-only peer at %.2f calls per expiry, below R/2 (R=%d)", name, r.CallsPerExp, r.Replicas)
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))

@@ -191,7 +191,9 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 			e = entry[V]{value: t.res.value, w: r.policy.Write(now, 0, rand.Float64()), took: r.took}
 		case errors.Is(t.err, ErrNotFound):
 			e = entry[V]{w: c.policy.WriteNegative(now), negative: true}
-		case t.err == nil && t.res.outcome == Stale && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh:
+		case t.err == nil && t.res.outcome == Stale && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh &&
+			!errors.Is(t.res.cause, context.Canceled):
+			// A compute cancelled (by Close) did not find the origin failing.
 			// A failed early refresh leaves a fresh value alone.
 			e = *t.prev
 			e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
