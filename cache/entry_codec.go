@@ -104,5 +104,8 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	e.took = time.Duration(env.ComputeMicros) * time.Microsecond
 	e.negative = env.Flags&flagNegative != 0
 	e.failSafe = env.Flags&flagFailSafe != 0
+	if c.l1 != nil {
+		e.stamp = c.l1.stamp(s)
+	}
 	return e, true, nil
 }

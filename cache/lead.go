@@ -207,6 +207,7 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 	if len(reqs) == 0 {
 		return
 	}
+	version := c.l1version() // before the fill: no read before it can see the value
 	for i, fr := range c.store.fillMany(ctx, reqs) {
 		t := tasks[filling[i]]
 		settled[filling[i]] = true // filled, fenced out, abandoned as unstorable, or retried in the background
@@ -214,12 +215,15 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 		case fr.stored && reqs[i].e.negative:
 			c.stats.negativeStored.Add(1)
 		case fr.stored && t.res.outcome == Miss:
-			t.res.w = reqs[i].e.w
+			t.res.w, t.res.stamp = reqs[i].e.w, fr.stamp
 		case fr.fenced:
 			c.fencedOut(ctx, t.k.key)
 		case fr.unstored != nil && t.res.outcome == Miss:
 			t.res.cause = fr.unstored
 			c.unstored(ctx, t.k.key, fr.unstored)
+		}
+		if fr.stored {
+			c.filledHere(t.k.key, t.res, t.err, version)
 		}
 	}
 }

@@ -16,6 +16,9 @@ type entry[V any] struct {
 	// failSafe marks a stale value re-armed because the origin failed: it
 	// answers as Stale while fresh, and no caller refreshes it meanwhile.
 	failSafe bool
+	// stamp identifies the envelope the entry was read from, for L1 (see
+	// [l1.put]); 0 when unknown or L1 is off.
+	stamp uint64
 }
 
 // claim is the right to fill one key: a Redis lease (its holder's random
@@ -56,6 +59,7 @@ type fillReq[V any] struct {
 // retried in the background).
 type fillResult struct {
 	stored   bool
+	stamp    uint64 // stored: the stored envelope's L1 stamp (0: L1 off)
 	fenced   bool
 	unstored error
 	failed   bool
