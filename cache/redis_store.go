@@ -255,6 +255,9 @@ func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *
 	cl := claim[V]{k: k, token: token, reread: true}
 	if v, ok := res[1].(string); ok {
 		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
+		if cl.found && !cl.seen.negative {
+			cl.raw = envelopeValue(v)
+		}
 	}
 	return claimed[V]{claim: cl, won: true}
 }
@@ -312,7 +315,7 @@ func fillKeys(k keys) []string { return []string{k.value, k.lease()} }
 // channel, SPUBLISH flag, the largest envelope a notification carries,
 // invalidation channel and message.
 func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
-	b, err := s.c.encodeEntry(r.e)
+	b, err := s.c.encodeEntryRaw(r.e, r.raw)
 	if err != nil {
 		return nil, err
 	}
