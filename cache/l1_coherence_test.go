@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,4 +152,61 @@ func TestL1CoherenceAfterRefresh(t *testing.T) {
 			return v == versioned(want)
 		}, func() string { v, _, _ := b.Get(ctx, "k"); return "B serves " + v + ", want " + versioned(want) })
 	}
+}
+
+// Every kind of fill announces itself on the namespace's invalidation
+// channel, as Set and Delete do: a miss's fill, a revalidation
+// (ErrUnchanged), a fail-safe re-arm and a background refresh. Checked on
+// the channel itself, with a raw subscriber.
+func TestEveryFillIsAnnounced(t *testing.T) {
+	ns := redistest.Prefix(t)
+	rdb := redistest.Client(t)
+	ctx := bounded(t, 30*time.Second)
+	sub := rdb.Subscribe(ctx, "stampede:{"+ns+"}:invalidate")
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	c := newCache[string](t, redistest.Client(t), cache.Options{Namespace: ns, TTL: time.Minute, Stale: time.Minute, StaleIfError: time.Hour})
+	clk := cache.NewClock()
+	cache.UseClock(c, clk)
+	announced := func(what, key string) {
+		t.Helper()
+		msg, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if _, k, _ := strings.Cut(msg.Payload, " "); k != key {
+			t.Fatalf("%s: announced %q, want key %q", what, msg.Payload, key)
+		}
+	}
+	value := func(v string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) { return v, nil }
+	}
+	if _, err := c.GetOrCompute(ctx, "miss", value("v")); err != nil {
+		t.Fatal(err)
+	}
+	announced("a miss's fill", "miss")
+
+	clk.Advance(2*time.Minute + time.Millisecond) // past fresh and stale: expired, kept for stale-if-error
+	if _, err := c.GetOrCompute(ctx, "miss", func(context.Context) (string, error) { return "", cache.ErrUnchanged }); err != nil {
+		t.Fatal(err)
+	}
+	announced("a revalidation", "miss")
+
+	clk.Advance(2*time.Minute + time.Millisecond)
+	if r, err := c.Fetch(ctx, "miss", func(context.Context) (string, error) { return "", errors.New("origin down") }); err != nil || r.Outcome != cache.Stale {
+		t.Fatalf("fail-safe: %+v %v", r, err)
+	}
+	announced("a fail-safe re-arm", "miss")
+
+	if _, err := c.GetOrCompute(ctx, "refresh", value("v1")); err != nil {
+		t.Fatal(err)
+	}
+	announced("a miss's fill", "refresh")
+	clk.Advance(time.Minute + time.Millisecond) // stale: served, refreshed in the background
+	if r, err := c.Fetch(ctx, "refresh", value("v2")); err != nil || r.Outcome != cache.Stale {
+		t.Fatalf("stale: %+v %v", r, err)
+	}
+	announced("a background refresh", "refresh")
 }
