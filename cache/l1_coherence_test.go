@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
@@ -20,7 +22,8 @@ func raiseTo(a *atomic.Int64, v int64) {
 	}
 }
 
-// Fills reach other replicas' L1 (issue 17): replica A (without L1) fills a
+// Fills reach other replicas' L1 (issue 17), on a standalone Redis and on
+// the 3-master Cluster: replica A (without L1) fills a
 // key again and again, each time after the value vanished from Redis
 // without a word (evicted, expired on the server: no Set or Delete to
 // announce it), while readers on replica B (with L1) hammer it through Get
@@ -29,12 +32,21 @@ func raiseTo(a *atomic.Int64, v int64) {
 // another returned g must return g or newer), and after each of A's fills
 // B stops serving the previous generation (polled, no timing threshold).
 func TestL1CoherenceAfterFills(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		l1CoherenceAfterFills(t, func(t testing.TB) redis.UniversalClient { return redistest.Client(t) })
+	})
+	t.Run("cluster", func(t *testing.T) {
+		l1CoherenceAfterFills(t, func(t testing.TB) redis.UniversalClient { return redistest.ClusterClient(t) })
+	})
+}
+
+func l1CoherenceAfterFills(t *testing.T, newClient func(testing.TB) redis.UniversalClient) {
 	ns := redistest.Prefix(t)
-	rdb := redistest.Client(t)
+	rdb := newClient(t)
 	opts := cache.Options{Namespace: ns, TTL: time.Hour, WaitTimeout: 10 * time.Second}
-	a := newCache[string](t, redistest.Client(t), opts)
+	a := newCache[string](t, newClient(t), opts)
 	opts.L1Size, opts.L1TTL = 100, time.Hour // B's L1 would serve the old value for an hour
-	b := newCache[string](t, redistest.Client(t), opts)
+	b := newCache[string](t, newClient(t), opts)
 	ctx := bounded(t, 2*time.Minute)
 
 	fill := func(n int) {
