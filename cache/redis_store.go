@@ -282,6 +282,9 @@ func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *
 	cl := claim[V]{k: k, token: token, reread: true}
 	if v, ok := res[1].(string); ok {
 		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
+		if cl.found && !cl.seen.negative {
+			cl.raw = envelopeValue(v)
+		}
 	}
 	return claimed[V]{claim: cl, won: true}
 }
@@ -328,6 +331,9 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			cmd := cmds[i]
 			out[i].stored = s.filled(ctx, reqs[i].k, cmd)
 			out[i].fenced = !out[i].stored && cmd.Err() == nil
+			if out[i].stored && s.c.l1 != nil {
+				out[i].stamp = s.c.l1.stampBytes(args[i][0].([]byte))
+			}
 			if out[i].stored || cmd.Err() == nil {
 				continue
 			}
@@ -345,13 +351,15 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 func fillKeys(k keys) []string { return []string{k.value, k.lease()} }
 
 // fillArgs encodes a fill for the fill script: envelope, TTL, token,
-// channel, SPUBLISH flag, the largest envelope a notification carries.
+// channel, SPUBLISH flag, the largest envelope a notification carries,
+// invalidation channel and message.
 func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
-	b, err := s.c.encodeEntry(r.e)
+	b, err := s.c.encodeEntryRaw(r.e, r.raw)
 	if err != nil {
 		return nil, err
 	}
-	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.channel(), s.shardArg(), notifyMaxBytes}, nil
+	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.channel(), s.shardArg(), notifyMaxBytes,
+		s.c.invalidationChannel(), s.c.id + " " + r.k.key}, nil
 }
 
 // refill retries a fill that failed on a Redis error (a failover, a
@@ -376,6 +384,9 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 				switch stored := s.filled(ctx, k, cmd); {
 				case stored:
 					s.c.stats.refills.Add(1)
+					if s.c.l1 != nil {
+						s.c.l1.invalidate(k.key) // the announcement skips this replica
+					}
 				case cmd.Err() == nil:
 					s.c.fencedOut(ctx, k.key)
 				}
