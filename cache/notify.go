@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type notifier struct {
 	lost        map[string]struct{}
 	kick        chan struct{} // wakes the resubscriber
 	resubActive bool
+	barrierSeq  uint64 // names the barriers' PINGs
 	// onReset runs after the plain connection broke: messages may have been missed.
 	onReset func()
 	// onListening runs when Redis confirms a permanent subscription, at
@@ -54,6 +56,8 @@ type psConn struct {
 	addr string // the master's address; "" for the plain connection
 	ps   *redis.PubSub
 	dead bool // dropped: its confirmations no longer count
+	// barriers are the PINGs sent and not yet answered, by payload.
+	barriers map[string]*subOp
 }
 
 func (p *psConn) sharded() bool { return p.addr != "" }
@@ -85,14 +89,30 @@ type channelState struct {
 
 type subOp struct {
 	subscribe bool
-	ready     chan struct{} // closed when confirmed (subscribe only)
+	ready     chan struct{} // closed when confirmed (subscribe and barrier only)
+}
+
+// done reports whether op was confirmed.
+func (op *subOp) done() bool {
+	select {
+	case <-op.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // wakeAll tells every waiter of the channel to re-read, handing each the
 // notification's payload ("" when there is none: a broken connection);
-// call with n.mu held.
+// call with n.mu held. A notification reaches only the waiters whose gate
+// is open: it was published after their subscription or barrier took
+// effect, so after the re-read that follows it. An older one may carry a
+// value that a Set or Delete has since replaced.
 func (st *channelState) wakeAll(payload string) {
 	for w := range st.waiters {
+		if payload != "" && !w.gate.done() {
+			continue
+		}
 		w.last = payload
 		select {
 		case w.C <- struct{}{}:
@@ -123,6 +143,9 @@ type waiter struct {
 	// last is the payload of the latest notification not yet taken (under
 	// n.mu): a fill's or Set's envelope, or a marker.
 	last string
+	// gate is the subscription or barrier whose confirmation opens the
+	// waiter to notifications (see wakeAll).
+	gate *subOp
 }
 
 // take returns the payload of the latest notification since the last take
@@ -177,6 +200,12 @@ func (n *notifier) join(ctx context.Context, channel string, sharded bool) (*wai
 	op := st.lastSub
 	var err error
 	switch {
+	case op != nil && op.done():
+		// Subscribed already: notifications published before this
+		// waiter's re-read may still be on their way. A PING on the
+		// connection is answered after them: the waiter hears only what
+		// follows it.
+		op, err = n.barrierLocked(ctx, st.conn)
 	case op != nil:
 	case lookupErr != nil:
 		n.loseLocked(channel, st)
@@ -184,6 +213,10 @@ func (n *notifier) join(ctx context.Context, channel string, sharded bool) (*wai
 	default:
 		op, err = n.sendLocked(ctx, channel, st, node)
 	}
+	if op == nil {
+		op = &subOp{ready: make(chan struct{})} // never opens: the waiter re-reads and polls
+	}
+	w.gate = op
 	n.mu.Unlock()
 	if err != nil {
 		return w, err
@@ -211,6 +244,43 @@ func (n *notifier) sendLocked(ctx context.Context, channel string, st *channelSt
 		n.dropLocked(conn) // the master is unreachable: try its successor later
 	}
 	return op, err
+}
+
+// barrierLocked sends a PING on conn and returns the barrier its answer
+// confirms; call with n.mu held.
+func (n *notifier) barrierLocked(ctx context.Context, conn *psConn) (*subOp, error) {
+	n.barrierSeq++
+	id := "stampede-barrier-" + strconv.FormatUint(n.barrierSeq, 10)
+	op := &subOp{ready: make(chan struct{})}
+	if conn.barriers == nil {
+		conn.barriers = make(map[string]*subOp)
+	}
+	conn.barriers[id] = op
+	if err := conn.ps.Ping(ctx, id); err != nil {
+		delete(conn.barriers, id)
+		return nil, err
+	}
+	return op, nil
+}
+
+// pong confirms the barrier a PING answer names.
+func (n *notifier) pong(c *psConn, payload string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if op := c.barriers[payload]; op != nil {
+		delete(c.barriers, payload)
+		close(op.ready)
+	}
+}
+
+// releaseBarriersLocked opens every barrier of a connection that broke:
+// the PINGs are lost, and its waiters were woken to re-read; call with n.mu
+// held.
+func (c *psConn) releaseBarriersLocked() {
+	for id, op := range c.barriers {
+		delete(c.barriers, id)
+		close(op.ready)
+	}
 }
 
 // connLocked returns the connection for node (nil: the plain one), making
@@ -317,6 +387,8 @@ func (n *notifier) receive(c *psConn) {
 			n.confirm(c, m.Kind, m.Channel)
 		case *redis.Message:
 			n.wake(m.Channel, m.Payload)
+		case *redis.Pong:
+			n.pong(c, m.Payload)
 		}
 	}
 }
@@ -394,6 +466,7 @@ func (n *notifier) reset(c *psConn) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	c.releaseBarriersLocked()
 	for ch, st := range n.chans {
 		if st.conn != c {
 			continue
@@ -419,6 +492,7 @@ func (n *notifier) dropLocked(c *psConn) {
 	}
 	c.dead = true
 	delete(n.conns, c.addr)
+	c.releaseBarriersLocked()
 	for ch, st := range n.chans {
 		if st.conn == c {
 			n.loseLocked(ch, st)
