@@ -37,9 +37,14 @@ type Cache[V any] struct {
 	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
 	id     string      // this instance, to skip its own invalidations
 	sf     singleflight.Group[loaded[V]]
-	brk    breaker
-	sem    *semaphore.Weighted
-	stats  counters
+	marks  *marks // the invalidation marks this process has used
+	// keptFloor keeps out of kept what was computed before an invalidation
+	// in this process: a kept entry's stamp.gen is the floor it was
+	// computed at (see keep).
+	keptFloor atomic.Uint64
+	brk       breaker
+	sem       *semaphore.Weighted
+	stats     counters
 
 	refreshing sync.Map // key -> struct{}: background work in flight
 	bgCtx      context.Context
@@ -83,7 +88,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.sem = semaphore.NewWeighted(int64(opts.MaxDegradedComputes))
 	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	c.marks = &marks{trust: opts.InvalidationWait, base: time.Now(), spawn: c.goBackground}
 	if isNilClient(rdb) {
+		c.marks.local = true
 		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
 		c.store = c.local
 		c.startSweeper()
@@ -97,6 +104,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
+	c.marks.read = rs.readMarks
 	if opts.DegradedTTL > 0 {
 		c.kept = newClockMap[V](opts.MaxLocalEntries)
 	}
@@ -142,8 +150,13 @@ func (c *Cache[V]) invalidationChannel() string {
 	return "stampede:{" + c.opts.Namespace + "}:invalidate"
 }
 
-// invalidated applies another replica's invalidation ("id key") to L1.
+// invalidated applies another replica's invalidation ("id key") to L1, or
+// raises the marks of an announced InvalidateTags, ExpireTags or Clear.
 func (c *Cache[V]) invalidated(payload string) {
+	if strings.HasPrefix(payload, "\x00") {
+		c.marks.announced(payload)
+		return
+	}
 	id, key, ok := strings.Cut(payload, " ")
 	if !ok || id == c.id {
 		return

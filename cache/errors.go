@@ -41,6 +41,11 @@ var (
 	// is an error like any other. For a GetOrComputeMany function it covers
 	// every key of the call.
 	ErrUnchanged = errors.New("cache: unchanged since the previous value")
+	// ErrInvalidated is the error of a compute whose value was invalidated
+	// (by [Cache.InvalidateTags], [Cache.ExpireTags] or [Cache.Clear]) while
+	// it ran, and again each of the times it was computed anew: the value is
+	// neither stored nor returned.
+	ErrInvalidated = errors.New("cache: invalidated while it was computed, again and again")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say

@@ -16,12 +16,14 @@ type loaded[V any] struct {
 	cause    error // Result.Err: the origin's error a stale value answered for, or why the value was not stored
 	// w are the value's windows when it is stored (for L1).
 	w stale.Windows
+	// stamp is the value's generation and tags (for L1).
+	stamp stamp
 }
 
 // loaded hands e to callers with outcome o; a fail-safe value always
 // answers as Stale, saying so in Result.Err.
 func (e entry[V]) loaded(o Outcome) loaded[V] {
-	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w}
+	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp}
 	if e.failSafe {
 		l.outcome, l.cause = Stale, ErrFailSafe
 	}
@@ -50,7 +52,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	var version uint64
 	if c.l1 != nil {
 		now := c.now()
-		if e, ok := c.l1.get(key, now); ok { // the L1 hit path: a map read and two counters
+		if e, ok := c.l1get(ctx, key, now); ok { // the L1 hit path: a map read, the marks and two counters
 			return c.hit(ctx, key, e, now, true)
 		}
 		version = c.l1.version()
@@ -78,7 +80,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	now := c.now()
 	var prev *entry[V]
-	switch c.judge(e, found, now) {
+	switch c.judge(ctx, e, found, now) {
 	case verdictHit:
 		c.l1put(key, e, version)
 		return c.hit(ctx, key, e, now, false)
@@ -99,6 +101,21 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	})
 }
 
+// entry is the stored entry a load answered with, for L1.
+func (l loaded[V]) entry() entry[V] {
+	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp}
+}
+
+// l1get returns key's entry from L1 when it is there and no invalidation
+// since its compute began is known.
+func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[V], bool) {
+	e, ok := c.l1.get(key, now)
+	if !ok || c.invalidation(ctx, e) != invValid {
+		return entry[V]{}, false
+	}
+	return e, true
+}
+
 // coalesce runs load once for all concurrent callers of key in the process;
 // version is L1's, taken before the read that led here.
 func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, load func(context.Context) (loaded[V], error)) (Result[V], error) {
@@ -117,7 +134,7 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 	// before its read; a joiner's is from its own start, which may be after
 	// a write the load's read did not see.
 	if led && r.cacheable(err) {
-		c.l1put(key, entry[V]{value: r.value, w: r.w, negative: r.negative}, version)
+		c.l1put(key, r.entry(), version)
 	}
 	return c.answer(ctx, key, r, err)
 }
@@ -183,11 +200,12 @@ func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *
 			prev = &e
 		}
 	}
+	floor := c.keptFloor.Load()
 	r, err := c.computeDegraded(ctx, []string{k.key}, fn)
 	if err != nil {
 		return loaded[V]{}, err
 	}
-	l, err := c.computedFor(k.key, r, prev, Degraded, c.now())
-	c.keep(k.key, l, err, prev, c.now())
+	l, err := c.computedFor(ctx, k.key, r, prev, Degraded, c.now())
+	c.keep(k.key, l, err, prev, c.now(), floor)
 	return l, err
 }

@@ -222,17 +222,35 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 	for i := range ks {
 		tokens[i] = rand.Text()
 	}
-	if len(ks) == 1 {
-		cmds[0] = claimScript.Run(ctx, s.rdb, []string{ks[0].value, ks[0].lease()}, tokens[0], ttl)
-	} else {
+	// The namespace's invalidation counter is read in the same round trip,
+	// before any compute starts: the generation of what is computed (on a
+	// Cluster it lives in another slot; go-redis sends each node its part).
+	var genCmd *redis.StringCmd
+	run := func(eval func(pipe redis.Pipeliner, k keys, token string) *redis.Cmd) {
 		pipe := s.rdb.Pipeline()
 		for i, k := range ks {
-			cmds[i] = claimScript.Eval(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
+			cmds[i] = eval(pipe, k, tokens[i])
 		}
+		genCmd = pipe.HGet(ctx, s.c.invKey(), "g")
 		_, _ = pipe.Exec(ctx) // errors are per command
 	}
+	run(func(pipe redis.Pipeliner, k keys, token string) *redis.Cmd {
+		return claimScript.EvalSha(ctx, pipe, []string{k.value, k.lease()}, token, ttl)
+	})
+	if redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") { // no claim was taken: send the script itself
+		run(func(pipe redis.Pipeliner, k keys, token string) *redis.Cmd {
+			return claimScript.Eval(ctx, pipe, []string{k.value, k.lease()}, token, ttl)
+		})
+	}
+	gen, genErr := genOf(genCmd)
 	for i, cmd := range cmds {
 		out[i] = s.claimed(ctx, ks[i], tokens[i], cmd)
+		if out[i].won && genErr != nil { // a compute without a generation could not be checked
+			s.abandon(ctx, ks[i], out[i].claim)
+			s.redisFailed(ctx, genErr)
+			out[i] = claimed[V]{err: fmt.Errorf("cache: claim: read %s: %w", s.c.invKey(), genErr)}
+		}
+		out[i].claim.gen = gen
 		s.c.observeClaim(ctx, ks[i].key, out[i], start)
 	}
 	return out
