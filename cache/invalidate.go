@@ -25,6 +25,9 @@ import (
 // this process only drops its L1 and what it computed during the outage;
 // call it again once Redis answers. Tags must satisfy [ErrInvalidTag]'s rule; no tag is a no-op.
 func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
+	if len(tags) == 0 { // not Clear
+		return nil
+	}
 	return c.invalidate(ctx, tags, false)
 }
 
@@ -35,6 +38,9 @@ func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
 // (stale-if-error, like FusionCache's Expire). InvalidateTags, the hard
 // invalidation, is what most callers want.
 func (c *Cache[V]) ExpireTags(ctx context.Context, tags ...string) error {
+	if len(tags) == 0 { // not Clear
+		return nil
+	}
 	return c.invalidate(ctx, tags, true)
 }
 
@@ -53,9 +59,6 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 		return ErrClosed
 	}
 	if tags != nil {
-		if len(tags) == 0 {
-			return nil
-		}
 		if err := checkTags(tags); err != nil {
 			return err
 		}

@@ -208,9 +208,9 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 	return nil
 }
 
-// claimMany implements [store] with the claim script (one EVALSHA for one
-// key, a pipeline of EVAL for several: a pipeline cannot fall back on
-// NOSCRIPT): each key's lease is taken if it is free, and a lease won
+// claimMany implements [store] with the claim script (a pipeline of
+// EVALSHA, and of EVAL for the keys whose node lacked the script): each
+// key's lease is taken if it is free, and a lease won
 // carries the key's value as it was at that moment, so the lead needs no
 // read of its own.
 func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
@@ -225,22 +225,25 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 	// The namespace's invalidation counter is read in the same round trip,
 	// before any compute starts: the generation of what is computed (on a
 	// Cluster it lives in another slot; go-redis sends each node its part).
-	var genCmd *redis.StringCmd
-	run := func(eval func(pipe redis.Pipeliner, k keys, token string) *redis.Cmd) {
-		pipe := s.rdb.Pipeline()
-		for i, k := range ks {
-			cmds[i] = eval(pipe, k, tokens[i])
-		}
-		genCmd = pipe.HGet(ctx, s.c.invKey(), "g")
-		_, _ = pipe.Exec(ctx) // errors are per command
+	pipe := s.rdb.Pipeline()
+	for i, k := range ks {
+		cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
 	}
-	run(func(pipe redis.Pipeliner, k keys, token string) *redis.Cmd {
-		return claimScript.EvalSha(ctx, pipe, []string{k.value, k.lease()}, token, ttl)
-	})
-	if redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") { // no claim was taken: send the script itself
-		run(func(pipe redis.Pipeliner, k keys, token string) *redis.Cmd {
-			return claimScript.Eval(ctx, pipe, []string{k.value, k.lease()}, token, ttl)
-		})
+	genCmd := pipe.HGet(ctx, s.c.invKey(), "g")
+	_, _ = pipe.Exec(ctx) // errors are per command
+	// A node that lacks the script took no claim: send it the script itself
+	// (a Cluster's nodes may differ).
+	var retry redis.Pipeliner
+	for i, k := range ks {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			if retry == nil {
+				retry = s.rdb.Pipeline()
+			}
+			cmds[i] = claimScript.Eval(ctx, retry, []string{k.value, k.lease()}, tokens[i], ttl)
+		}
+	}
+	if retry != nil {
+		_, _ = retry.Exec(ctx)
 	}
 	gen, genErr := genOf(genCmd)
 	for i, cmd := range cmds {
