@@ -140,6 +140,7 @@ func (c *Cache[V]) now() time.Time { return c.clock() }
 // with the invalidations.
 func (c *Cache[V]) l1put(key string, e entry[V], version uint64) {
 	if c.l1 != nil && c.synced.Load() {
+		e.stamp = c.marks.resolve(e.stamp)
 		c.l1.put(key, e, c.now(), version)
 	}
 }

@@ -39,6 +39,10 @@ import (
 type stamp struct {
 	gen  uint64
 	tags []string
+	// slots are the tags' mark slots, resolved once for an entry kept in
+	// L1 (nil otherwise), valid while marks' epoch is still epoch.
+	slots []*markSlot
+	epoch uint64
 }
 
 // mark is what the invalidations of a tag (or the namespace) left: the
@@ -112,6 +116,8 @@ type markSlot struct {
 	// sent is when (ns on marks' monotonic clock) the latest read whose
 	// answer is in hard and soft was sent; 0: never read.
 	sent atomic.Int64
+	// refreshing is set while a background re-read is under way.
+	refreshing atomic.Bool
 }
 
 // raise records m, read by a request sent at sent (0: an announcement,
@@ -151,6 +157,7 @@ type marks struct {
 	ns    markSlot  // the namespace's (Clear)
 	tags  sync.Map  // tag -> *markSlot
 	n     atomic.Int64
+	epoch atomic.Uint64 // raised when tags is dropped
 	reads singleflight.Group[struct{}]
 	// read reads marks from the store; spawn runs a background refresh
 	// (at most one per name at a time, stopped by Close).
@@ -170,6 +177,7 @@ func (m *marks) slot(tag string) *markSlot {
 		return s.(*markSlot)
 	}
 	if !m.local && m.n.Load() >= maxMarkSlots {
+		m.epoch.Add(1) // before: a stamp resolved now is checked anew
 		m.tags.Clear() // re-read as needed; never in local mode, where slots are the truth
 		m.n.Store(0)
 	}
@@ -180,14 +188,32 @@ func (m *marks) slot(tag string) *markSlot {
 	return s.(*markSlot)
 }
 
+// resolve returns st with its tags' slots looked up, for an entry that
+// will be checked many times (L1).
+func (m *marks) resolve(st stamp) stamp {
+	if len(st.tags) == 0 {
+		return st
+	}
+	st.epoch = m.epoch.Load()
+	st.slots = make([]*markSlot, len(st.tags))
+	for i, t := range st.tags {
+		st.slots[i] = m.slot(t)
+	}
+	return st
+}
+
 // check judges st against the marks of the namespace and of its tags,
 // reading those not vouched for by a read sent less than trust ago. An
 // error comes with invUnknown: they could not be vouched for.
 func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
+	slots := st.slots
+	if len(st.tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
+		slots = m.resolve(st).slots
+	}
 	if m.local {
 		state := m.ns.against(st.gen)
-		for _, t := range st.tags {
-			state = max(state, m.slot(t).against(st.gen))
+		for _, s := range slots {
+			state = max(state, s.against(st.gen))
 		}
 		return state, nil
 	}
@@ -198,14 +224,14 @@ func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
 		if sent := s.sent.Load(); sent == 0 || now-sent >= int64(m.trust) {
 			unsure = append(unsure, tag)
 			return
-		} else if now-sent >= int64(m.trust)/2 {
-			m.refreshAsync(tag)
+		} else if now-sent >= int64(m.trust)/2 && !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
+			m.refreshAsync(tag, s)
 		}
 		state = max(state, s.against(st.gen))
 	}
 	look("", &m.ns)
-	for _, t := range st.tags {
-		look(t, m.slot(t))
+	for i, t := range st.tags {
+		look(t, slots[i])
 	}
 	if len(unsure) == 0 {
 		return state, nil
@@ -249,8 +275,11 @@ func (m *marks) refresh(ctx context.Context, tags []string) error {
 
 // refreshAsync re-reads tag's mark in the background, before its trust
 // runs out, so that a hot tag's hits never wait for it.
-func (m *marks) refreshAsync(tag string) {
-	m.spawn("\x00marks "+tag, func(ctx context.Context) { _ = m.refresh(ctx, []string{tag}) })
+func (m *marks) refreshAsync(tag string, s *markSlot) {
+	m.spawn("\x00marks "+tag, func(ctx context.Context) {
+		defer s.refreshing.Store(false)
+		_ = m.refresh(ctx, []string{tag})
+	})
 }
 
 // raiseAll records an invalidation of tags (nil: the namespace) at gen,
