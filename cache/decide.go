@@ -42,6 +42,12 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 	case invHard:
 		return verdictMiss
 	case invSoft, invUnknown:
+		// Expired; but a fail-safe value re-armed after the origin failed
+		// still answers as Stale (stale-if-error) until its throttle ends,
+		// which a soft invalidation allows, so the origin is left alone.
+		if e.failSafe && c.policy.State(e.w, now, 0, 0) == stale.Fresh {
+			return verdictFailSafe
+		}
 		return verdictExpired
 	}
 	switch st := c.policy.State(e.w, now, e.took, rand.Float64()); st {
