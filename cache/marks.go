@@ -90,7 +90,7 @@ func checkTag(t string) error {
 	}
 	for i := 0; i < len(t); i++ {
 		if b := t[i]; !namespaceByte(b) && b != ':' {
-			return fmt.Errorf("%w: %q: byte %q at %d is not a letter, a digit or one of _ - . / :", ErrInvalidTag, t, b, i)
+			return fmt.Errorf("%w: %q: byte %q at %d is not a letter, a digit, a colon or one of _ - . /", ErrInvalidTag, t, b, i)
 		}
 	}
 	return nil
