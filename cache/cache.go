@@ -104,7 +104,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
-	c.marks.read = rs.readMarks
+	c.marks.read, c.marks.available = rs.readMarks, rs.available
 	if opts.DegradedTTL > 0 {
 		c.kept = newClockMap[V](opts.MaxLocalEntries)
 	}
@@ -146,7 +146,9 @@ func (c *Cache[V]) l1put(key string, e entry[V], version uint64) {
 }
 
 // invalidationChannel carries Set and Delete of any key of the namespace,
-// for the L1 tiers of every replica.
+// for the L1 tiers of every replica, and the new marks of InvalidateTags,
+// ExpireTags and Clear (see marks.go; heard only with L1 on: they speed
+// things up, the marks' trust window is what the guarantee rests on).
 func (c *Cache[V]) invalidationChannel() string {
 	return "stampede:{" + c.opts.Namespace + "}:invalidate"
 }

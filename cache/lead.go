@@ -232,7 +232,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		}
 		if !e.failSafe {
 			t.res.stamp = e.stamp
-			if inv := c.checkComputed(ctx, e); inv == invHard || inv == invSoft {
+			if inv := c.invalidation(ctx, e); inv == invHard || inv == invSoft {
 				if attempt < maxRecomputes {
 					settled[i] = true // the next attempt settles it
 					again = append(again, t)
@@ -278,22 +278,6 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		return
 	}
 	c.computeFillAttempt(ctx, again, fn, attempt+1)
-}
-
-// checkComputed is the invalidation check of a computed entry, asked again
-// while the marks are not read in time: a compute that began before an
-// invalidation must not answer past it on a slow read. Only when Redis
-// does not answer three times in a row does the value answer unchecked,
-// as in degraded mode.
-func (c *Cache[V]) checkComputed(ctx context.Context, e entry[V]) invState {
-	inv := c.invalidation(ctx, e)
-	for range 2 {
-		if inv != invUnknown {
-			break
-		}
-		inv = c.invalidation(ctx, e)
-	}
-	return inv
 }
 
 // stampOf is the stamp of what t's compute r stored: the generation read

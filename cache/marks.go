@@ -163,6 +163,8 @@ type marks struct {
 	// (at most one per name at a time, stopped by Close).
 	read  func(ctx context.Context, tags []string) ([]mark, error)
 	spawn func(name string, work func(ctx context.Context))
+	// available reports whether the store may be asked (the breaker).
+	available func() bool
 }
 
 // mono is the time on marks' monotonic clock, never 0.
@@ -203,7 +205,8 @@ func (m *marks) resolve(st stamp) stamp {
 }
 
 // check judges st against the marks of the namespace and of its tags,
-// reading those not vouched for by a read sent less than trust ago. An
+// reading those not vouched for by a read sent less than trust ago (again,
+// up to maxMarkReads times, while the answers come too late or fail). An
 // error comes with invUnknown: they could not be vouched for.
 func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
 	slots := st.slots
@@ -239,18 +242,41 @@ func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
 	if state == invHard {
 		return state, nil
 	}
-	if err := m.refresh(ctx, unsure); err != nil {
-		return invUnknown, err
+	var err error
+	for range maxMarkReads {
+		if m.available != nil && !m.available() {
+			return invUnknown, fmt.Errorf("cache: invalidation marks: %w", ErrUnavailable)
+		}
+		if err = m.refresh(ctx, unsure); err == nil {
+			if vouched, s := m.vouched(unsure, st.gen); vouched {
+				return max(state, s), nil
+			}
+			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.trust)
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	now = m.mono()
-	for _, t := range unsure {
+	return invUnknown, err
+}
+
+// maxMarkReads bounds the reads of one check whose answers came too late
+// (a load spike) or failed, before the entry is judged invUnknown.
+const maxMarkReads = 4
+
+// vouched reports whether the marks of tags are all vouched for by reads
+// sent less than trust ago, and judges gen against them.
+func (m *marks) vouched(tags []string, gen uint64) (bool, invState) {
+	now := m.mono()
+	state := invValid
+	for _, t := range tags {
 		s := m.slot(t)
 		if now-s.sent.Load() >= int64(m.trust) {
-			return invUnknown, fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.trust)
+			return false, state
 		}
-		state = max(state, s.against(st.gen))
+		state = max(state, s.against(gen))
 	}
-	return state, nil
+	return true, state
 }
 
 // refresh reads the marks of tags in one round trip shared by the callers

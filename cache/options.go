@@ -142,9 +142,10 @@ type Options struct {
 	// long [Cache.InvalidateTags], [Cache.ExpireTags] and [Cache.Clear] wait
 	// after writing their marks before they return: then no replica can
 	// still trust a mark read before the write. A mark read that takes
-	// longer than this does not vouch for anything (the entry is treated as
-	// a miss), so it must exceed the slowest Redis round trip worth
-	// waiting for. Hot tags are re-read in the background every δ/2; a hit
+	// longer than this vouches for nothing (it is sent again, up to 4
+	// times; then the entry counts as expired and is recomputed), so it
+	// must exceed the slowest Redis round trip worth waiting for: raise it
+	// for a distant Redis. Hot tags are re-read in the background every δ/2; a hit
 	// waits for a mark read at most once per δ per tag. Not used without
 	// Redis (process-local marks are always current). Default: 100ms.
 	InvalidationWait time.Duration
