@@ -154,6 +154,7 @@ type marks struct {
 	trust time.Duration
 	local bool
 	base  time.Time // the monotonic clock's origin
+	clock func() int64 // nil: time since base; tests move their own
 	ns    markSlot  // the namespace's (Clear)
 	tags  sync.Map  // tag -> *markSlot
 	n     atomic.Int64
@@ -168,7 +169,12 @@ type marks struct {
 }
 
 // mono is the time on marks' monotonic clock, never 0.
-func (m *marks) mono() int64 { return max(int64(time.Since(m.base)), 1) }
+func (m *marks) mono() int64 {
+	if m.clock != nil {
+		return max(m.clock(), 1)
+	}
+	return max(int64(time.Since(m.base)), 1)
+}
 
 // slot returns tag's slot ("" is the namespace's), creating it.
 func (m *marks) slot(tag string) *markSlot {
