@@ -153,10 +153,10 @@ type marks struct {
 	// own (process-local mode): always current, never read.
 	trust time.Duration
 	local bool
-	base  time.Time // the monotonic clock's origin
+	base  time.Time    // the monotonic clock's origin
 	clock func() int64 // nil: time since base; tests move their own
-	ns    markSlot  // the namespace's (Clear)
-	tags  sync.Map  // tag -> *markSlot
+	ns    markSlot     // the namespace's (Clear)
+	tags  sync.Map     // tag -> *markSlot
 	n     atomic.Int64
 	epoch atomic.Uint64 // raised when tags is dropped
 	reads singleflight.Group[struct{}]
