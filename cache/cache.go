@@ -23,14 +23,17 @@ import (
 // [Cache.Close] to stop its background work; it does not close the Redis
 // client.
 type Cache[V any] struct {
-	opts    Options
-	policy  stale.Policy
-	clock   func() time.Time // time.Now; tests walk a timeline instead
-	typeTag uint32           // fingerprint of V and the codec, in every envelope
-	store   store[V]
-	redis   *redisStore[V] // nil: process-local
-	local   *localStore[V] // nil: Redis
-	l1      *l1[V]         // nil when off
+	opts   Options
+	policy stale.Policy
+	clock  func() time.Time // time.Now; tests walk a timeline instead
+	// realClock says clock is time.Now, whose readings carry the monotonic
+	// clock the invalidation marks' trust is measured on.
+	realClock bool
+	typeTag   uint32 // fingerprint of V and the codec, in every envelope
+	store     store[V]
+	redis     *redisStore[V] // nil: process-local
+	local     *localStore[V] // nil: Redis
+	l1        *l1[V]         // nil when off
 	// kept holds values computed while Redis was unreachable (nil: off, or
 	// process-local mode); it is read only while Redis is unreachable.
 	kept   *clockMap[V]
@@ -82,7 +85,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if err := policy.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, typeTag: typeFingerprint[V](opts.Codec)}
+	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, realClock: true, typeTag: typeFingerprint[V](opts.Codec)}
 	c.brk = breaker{threshold: int32(opts.BreakerThreshold), cooldown: opts.BreakerCooldown}
 	if opts.MaxDegradedComputes > 0 {
 		c.sem = semaphore.NewWeighted(int64(opts.MaxDegradedComputes))

@@ -110,7 +110,7 @@ func (l loaded[V]) entry() entry[V] {
 // since its compute began is known.
 func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[V], bool) {
 	e, ok := c.l1.get(key, now)
-	if !ok || c.invalidation(ctx, e) != invValid {
+	if !ok || c.invalidationAt(ctx, e, now) != invValid {
 		return entry[V]{}, false
 	}
 	return e, true

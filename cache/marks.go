@@ -168,6 +168,15 @@ type marks struct {
 	available func() bool
 }
 
+// monoAt is t on marks' monotonic clock when t is a reading of the real
+// clock (time.Now, with its monotonic part), else 0.
+func (m *marks) monoAt(t time.Time, real bool) int64 {
+	if !real || m.clock != nil {
+		return 0
+	}
+	return max(int64(t.Sub(m.base)), 1)
+}
+
 // mono is the time on marks' monotonic clock, never 0.
 func (m *marks) mono() int64 {
 	if m.clock != nil {
@@ -215,6 +224,12 @@ func (m *marks) resolve(st stamp) stamp {
 // up to maxMarkReads times, while the answers come too late or fail). An
 // error comes with invUnknown: they could not be vouched for.
 func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
+	return m.checkAt(ctx, st, 0)
+}
+
+// checkAt is check with the monotonic time now (on marks' clock) when the
+// caller has it (0: read the clock), saving a clock read on the hit path.
+func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, error) {
 	slots := st.slots
 	if len(st.tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
 		slots = m.resolve(st).slots
@@ -226,7 +241,9 @@ func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
 		}
 		return state, nil
 	}
-	now := m.mono()
+	if now <= 0 {
+		now = m.mono()
+	}
 	state := invValid
 	var unsure []string
 	look := func(tag string, s *markSlot) {
