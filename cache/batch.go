@@ -69,7 +69,6 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 	if c.l1 != nil {
 		version = c.l1.version()
 	}
-	now := c.now()
 	var todo []string // may repeat a key: reads do not mind, misses are deduplicated in many
 	for _, k := range keys {
 		if err := c.check(k); err != nil {
@@ -77,7 +76,7 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 			continue
 		}
 		if c.l1 != nil {
-			if e, ok := c.l1get(ctx, k, now); ok && !e.negative {
+			if e, ok := c.l1get(ctx, k, c.now()); ok && !e.negative {
 				c.stats.l1Hit()
 				b.out[k] = e.value
 				continue

@@ -38,7 +38,7 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 	if !found {
 		return verdictMiss
 	}
-	switch c.invalidationAt(ctx, e, now) {
+	switch c.invalidation(ctx, e) { // now may predate the read: the marks read their own clock
 	case invHard:
 		return verdictMiss
 	case invSoft, invUnknown:

@@ -107,7 +107,8 @@ func (l loaded[V]) entry() entry[V] {
 }
 
 // l1get returns key's entry from L1 when it is there and no invalidation
-// since its compute began is known.
+// since its compute began is known; now must have just been read (the
+// marks' trust is measured on it).
 func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[V], bool) {
 	e, ok := c.l1.get(key, now)
 	if !ok || c.invalidationAt(ctx, e, now) != invValid {

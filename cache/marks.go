@@ -169,9 +169,9 @@ type marks struct {
 }
 
 // monoAt is t on marks' monotonic clock when t is a reading of the real
-// clock (time.Now, with its monotonic part), else 0.
+// clock (time.Now, with its monotonic part), else 0 (a zero t too).
 func (m *marks) monoAt(t time.Time, real bool) int64 {
-	if !real || m.clock != nil {
+	if !real || m.clock != nil || t.IsZero() {
 		return 0
 	}
 	return max(int64(t.Sub(m.base)), 1)
