@@ -414,3 +414,30 @@ func TestInvalidateTagsBatchAndOtherTags(t *testing.T) {
 		}
 	}
 }
+
+// While Redis is unreachable, values computed in degraded mode are kept for
+// DegradedTTL; an InvalidateTags or Clear in this process (which fails with
+// ErrUnavailable) still drops them.
+func TestInvalidateDropsDegradedKeptValues(t *testing.T) {
+	ctx := context.Background()
+	c := newCache[string](t, downClient(t), cache.Options{BreakerThreshold: 1, DegradedTTL: time.Hour})
+	var calls atomic.Int32
+	fn := func(context.Context) (string, error) { return fmt.Sprint("v", calls.Add(1)), nil }
+	for range 2 {
+		if r, err := c.Fetch(ctx, "k", fn); err != nil || r.Value != "v1" || r.Outcome != cache.Degraded {
+			t.Fatalf("%+v %v", r, err)
+		}
+	}
+	for _, inv := range []func() error{
+		func() error { return c.InvalidateTags(ctx, "t") },
+		func() error { return c.Clear(ctx) },
+	} {
+		before := calls.Load()
+		if err := inv(); !errors.Is(err, cache.ErrUnavailable) {
+			t.Fatalf("invalidate with Redis down: %v", err)
+		}
+		if r, err := c.Fetch(ctx, "k", fn); err != nil || r.Value != fmt.Sprint("v", before+1) {
+			t.Fatalf("after the invalidation: %+v %v (a kept value answered)", r, err)
+		}
+	}
+}
