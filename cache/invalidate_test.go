@@ -441,3 +441,32 @@ func TestInvalidateDropsDegradedKeptValues(t *testing.T) {
 		}
 	}
 }
+
+// A stale value (inside its Stale window) that was invalidated is not
+// served stale: the caller waits for the recompute, on every replica.
+func TestInvalidateTagsStaleNotServed(t *testing.T) {
+	ctx := context.Background()
+	cs := replicas[string](t, 2, cache.Options{TTL: time.Minute, Stale: time.Hour})
+	clk := cache.NewClock()
+	for _, c := range cs {
+		cache.UseClock(c, clk)
+	}
+	load := func(v string) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) { return v, cache.SetTags(ctx, "t") }
+	}
+	if _, err := cs[0].GetOrCompute(ctx, "k", load("old")); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute) // stale now
+	if err := cs[0].InvalidateTags(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		if v, found, err := c.Get(ctx, "k"); found || err != nil {
+			t.Fatalf("replica %d Get: %q %v %v", i, v, found, err)
+		}
+	}
+	if r, err := cs[1].Fetch(ctx, "k", load("new")); err != nil || r.Value != "new" || r.Outcome != cache.Miss {
+		t.Fatalf("after InvalidateTags: %+v %v (the stale value answered)", r, err)
+	}
+}
