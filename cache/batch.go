@@ -69,7 +69,6 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 	if c.l1 != nil {
 		version = c.l1.version()
 	}
-	now := c.now()
 	var todo []string // may repeat a key: reads do not mind, misses are deduplicated in many
 	for _, k := range keys {
 		if err := c.check(k); err != nil {
@@ -77,7 +76,7 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 			continue
 		}
 		if c.l1 != nil {
-			if e, ok := c.l1.get(k, now); ok && !e.negative {
+			if e, ok := c.l1get(ctx, k, c.now()); ok && !e.negative {
 				c.stats.l1Hit()
 				b.out[k] = e.value
 				continue
@@ -176,7 +175,7 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 	now := c.now()
 	err := c.store.readMany(dctx, ks, readShared, func(i int, e entry[V], found bool) {
 		key := ks[i].key
-		switch c.judge(e, found, now) {
+		switch c.judge(dctx, e, found, now) {
 		case verdictHit:
 			c.l1put(key, e, version)
 			b.give(key)(c.hit(ctx, key, e, now, false))
@@ -288,6 +287,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 	if len(todo) == 0 {
 		return
 	}
+	floor := c.keptFloor.Load()
 	r, err := c.computeDegraded(dctx, names, fn)
 	now = c.now()
 	for _, i := range todo {
@@ -296,8 +296,8 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 			b.record(key, Result[V]{}, err)
 			continue
 		}
-		l, lerr := c.computedFor(key, r, prevs[i], Degraded, now)
-		c.keep(key, l, lerr, prevs[i], now)
+		l, lerr := c.computedFor(ctx, key, r, prevs[i], Degraded, now)
+		c.keep(key, l, lerr, prevs[i], now, floor)
 		b.give(key)(c.answer(ctx, key, l, lerr))
 	}
 }

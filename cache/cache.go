@@ -23,23 +23,31 @@ import (
 // [Cache.Close] to stop its background work; it does not close the Redis
 // client.
 type Cache[V any] struct {
-	opts    Options
-	policy  stale.Policy
-	clock   func() time.Time // time.Now; tests walk a timeline instead
-	typeTag uint32           // fingerprint of V and the codec, in every envelope
-	store   store[V]
-	redis   *redisStore[V] // nil: process-local
-	local   *localStore[V] // nil: Redis
-	l1      *l1[V]         // nil when off
+	opts   Options
+	policy stale.Policy
+	clock  func() time.Time // time.Now; tests walk a timeline instead
+	// realClock says clock is time.Now, whose readings carry the monotonic
+	// clock the invalidation marks' trust is measured on.
+	realClock bool
+	typeTag   uint32 // fingerprint of V and the codec, in every envelope
+	store     store[V]
+	redis     *redisStore[V] // nil: process-local
+	local     *localStore[V] // nil: Redis
+	l1        *l1[V]         // nil when off
 	// kept holds values computed while Redis was unreachable (nil: off, or
 	// process-local mode); it is read only while Redis is unreachable.
 	kept   *clockMap[V]
 	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
 	id     string      // this instance, to skip its own invalidations
 	sf     singleflight.Group[loaded[V]]
-	brk    breaker
-	sem    *semaphore.Weighted
-	stats  counters
+	marks  *marks // the invalidation marks this process has used
+	// keptFloor keeps out of kept what was computed before an invalidation
+	// in this process: a kept entry's stamp.gen is the floor it was
+	// computed at (see keep).
+	keptFloor atomic.Uint64
+	brk       breaker
+	sem       *semaphore.Weighted
+	stats     counters
 
 	refreshing sync.Map // key -> struct{}: background work in flight
 	bgCtx      context.Context
@@ -77,13 +85,15 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if err := policy.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, typeTag: typeFingerprint[V](opts.Codec)}
+	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, realClock: true, typeTag: typeFingerprint[V](opts.Codec)}
 	c.brk = breaker{threshold: int32(opts.BreakerThreshold), cooldown: opts.BreakerCooldown}
 	if opts.MaxDegradedComputes > 0 {
 		c.sem = semaphore.NewWeighted(int64(opts.MaxDegradedComputes))
 	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	c.marks = &marks{trust: opts.InvalidationWait, base: time.Now(), spawn: c.goBackground}
 	if isNilClient(rdb) {
+		c.marks.local = true
 		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
 		c.store = c.local
 		c.startSweeper()
@@ -97,6 +107,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
+	c.marks.read, c.marks.available = rs.readMarks, rs.available
 	if opts.DegradedTTL > 0 {
 		c.kept = newClockMap[V](opts.MaxLocalEntries)
 	}
@@ -131,7 +142,11 @@ func (c *Cache[V]) now() time.Time { return c.clock() }
 // l1put stores e, read at L1's version, in L1 when L1 is on and in sync
 // with the invalidations; it reports whether it did.
 func (c *Cache[V]) l1put(key string, e entry[V], version uint64) bool {
-	return c.l1 != nil && c.synced.Load() && c.l1.put(key, e, c.now(), version)
+	if c.l1 == nil || !c.synced.Load() {
+		return false
+	}
+	e.stamp = c.marks.resolve(e.stamp)
+	return c.l1.put(key, e, c.now(), version)
 }
 
 // l1version is L1's version now (0 when L1 is off).
@@ -159,13 +174,21 @@ func (c *Cache[V]) filledHere(key string, l loaded[V], err error, version uint64
 }
 
 // invalidationChannel carries every fill, Set and Delete of any key of the
-// namespace, for the L1 tiers of every replica.
+// namespace, for the L1 tiers of every replica, and the new marks of
+// InvalidateTags, ExpireTags and Clear (see marks.go; heard only with L1
+// on: they speed things up, the marks' trust window is what the guarantee
+// rests on).
 func (c *Cache[V]) invalidationChannel() string {
 	return "stampede:{" + c.opts.Namespace + "}:invalidate"
 }
 
-// invalidated applies another replica's invalidation ("id key") to L1.
+// invalidated applies another replica's invalidation ("id key") to L1, or
+// raises the marks of an announced InvalidateTags, ExpireTags or Clear.
 func (c *Cache[V]) invalidated(payload string) {
+	if strings.HasPrefix(payload, "\x00") {
+		c.marks.announced(payload)
+		return
+	}
 	id, key, ok := strings.Cut(payload, " ")
 	if !ok || id == c.id {
 		return

@@ -31,6 +31,8 @@ type computed[V any] struct {
 	took   time.Duration
 	// policy is the cache's, with what fn set by SetTTL and SetStale.
 	policy stale.Policy
+	// tags are what fn attached with SetTags.
+	tags []string
 }
 
 // compute runs fn for keys bounded by ComputeTimeout: a panic becomes a
@@ -66,7 +68,7 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrUncacheable) && !errors.Is(r.err, ErrUnchanged) {
 		c.stats.computeErrors.Add(1)
 	}
-	r.policy = meta.policy(c.policy)
+	r.policy, r.tags = meta.policy(c.policy), meta.tagList()
 	if c.opts.Observer != nil {
 		c.observe(ctx, Event{Kind: EventCompute, Key: keys[0], Duration: r.took, Err: r.err})
 	}
@@ -108,28 +110,31 @@ func (c *Cache[V]) keptEntry(key string, now time.Time) (e entry[V], fresh, ok b
 	if c.kept == nil {
 		return e, false, false
 	}
-	if e, ok = c.kept.get(key, now.UnixNano()); !ok {
+	if e, ok = c.kept.get(key, now.UnixNano()); !ok || e.stamp.gen < c.keptFloor.Load() {
 		return e, false, false
 	}
 	return e, now.Before(e.w.FreshUntil), true
 }
 
-// keep records how a degraded compute of key ended: a value is kept fresh
+// keep records how a degraded compute of key, started when keptFloor was
+// floor, ended: a value is kept fresh
 // for DegradedTTL and then usable on error for StaleIfError; a failure that
 // a kept (or read) value answered re-arms that value for FailSafeThrottle,
 // as the store does when Redis is up, so a failing origin is not called on
-// every request of an outage.
-func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now time.Time) {
+// every request of an outage. What an invalidation in this process (which
+// raises keptFloor) may have made stale is never kept.
+func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now time.Time, floor uint64) {
 	switch {
 	case c.kept == nil || err != nil:
 	case l.outcome == Degraded:
 		w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
 		w.StaleUntil = w.FreshUntil
 		w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
-		c.kept.put(key, entry[V]{value: l.value, w: w}, w.ErrorUntil.UnixNano())
+		c.kept.put(key, entry[V]{value: l.value, w: w, stamp: stamp{gen: floor}}, w.ErrorUntil.UnixNano())
 	case l.outcome == Stale && prev != nil && c.opts.FailSafeThrottle > 0:
 		e := *prev
 		e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
+		e.stamp = stamp{gen: floor}
 		c.kept.put(key, e, e.w.ErrorUntil.UnixNano())
 	}
 }
@@ -174,6 +179,14 @@ type computeMeta struct {
 	ttl          time.Duration // 0: the policy's
 	stale        time.Duration // < 0: the policy's
 	staleIfError time.Duration // < 0: the policy's
+	tags         []string
+}
+
+// tagList returns the tags fn attached.
+func (m *computeMeta) tagList() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.tags
 }
 
 func newComputeMeta() *computeMeta { return &computeMeta{stale: -1, staleIfError: -1} }

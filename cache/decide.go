@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"context"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -29,10 +31,24 @@ const (
 	verdictFailSafe
 )
 
-// judge applies the freshness policy to an entry read at now.
-func (c *Cache[V]) judge(e entry[V], found bool, now time.Time) verdict {
+// judge applies the invalidation marks and the freshness policy to an
+// entry read at now: an entry invalidated (InvalidateTags, Clear) since its
+// compute began is a miss, or expired when the invalidation was soft.
+func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.Time) verdict {
 	if !found {
 		return verdictMiss
+	}
+	switch c.invalidation(ctx, e) { // now may predate the read: the marks read their own clock
+	case invHard:
+		return verdictMiss
+	case invSoft, invUnknown:
+		// Expired; but a fail-safe value re-armed after the origin failed
+		// still answers as Stale (stale-if-error) until its throttle ends,
+		// which a soft invalidation allows, so the origin is left alone.
+		if e.failSafe && c.policy.State(e.w, now, 0, 0) == stale.Fresh {
+			return verdictFailSafe
+		}
+		return verdictExpired
 	}
 	switch st := c.policy.State(e.w, now, e.took, rand.Float64()); st {
 	case stale.Fresh, stale.RefreshEarly:
@@ -49,4 +65,34 @@ func (c *Cache[V]) judge(e entry[V], found bool, now time.Time) verdict {
 		return verdictExpired
 	}
 	return verdictMiss
+}
+
+// invalidation is the one check of an entry against the invalidation marks
+// (see marks.go), for every path that may answer with an entry: judge, L1,
+// a lead's re-read, a value standing in for a failed compute, a computed
+// value before it answers. Marks that cannot be read in time give
+// invUnknown (see there).
+func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) invState {
+	return c.invalidationAt(ctx, e, time.Time{})
+}
+
+// invalidationAt is invalidation with the cache clock's now, which spares
+// the hit path a clock read when the clock is the real one.
+func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time) invState {
+	st, err := c.marks.checkAt(ctx, e.stamp, c.marks.monoAt(now, c.realClock))
+	if st != invValid {
+		c.stats.invalidated.Add(1)
+		if err != nil {
+			c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the entry does not answer", "", err)
+		}
+	}
+	return st
+}
+
+// mayStandIn reports whether prev may answer for a failed or slow compute
+// now (stale-if-error, SoftTimeout): inside its StaleIfError window, not a
+// cached "not found", and not known to be hard-invalidated since it was
+// read.
+func (c *Cache[V]) mayStandIn(ctx context.Context, prev *entry[V]) bool {
+	return prev != nil && !prev.negative && prev.w.UsableOnError(c.now()) && c.invalidation(ctx, *prev) != invHard
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
 )
 
 // GetOrCompute returns the value for key, computing it with fn when it is
@@ -48,7 +49,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	}
 	var version uint64
 	if c.l1 != nil {
-		if e, ok := c.l1.get(key, c.now()); ok && !e.negative {
+		if e, ok := c.l1get(ctx, key, c.now()); ok && !e.negative {
 			c.stats.l1Hits.add()
 			return e.value, true, nil
 		}
@@ -61,7 +62,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	if err != nil || !found || e.negative {
 		return v, false, err
 	}
-	switch c.judge(e, true, c.now()) {
+	switch c.judge(ctx, e, true, c.now()) {
 	case verdictHit, verdictEarly:
 		c.l1put(key, e, version)
 		return e.value, true, nil
@@ -71,20 +72,39 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	return v, false, nil
 }
 
-// Set stores v for key, fresh for TTL. A compute in flight for key cannot
-// overwrite it: its fill is fenced out. After Set returns, this replica
-// serves v (or a newer value); other replicas' L1 tiers drop the old value
-// when the invalidation reaches them.
-func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
+// Set stores v for key, fresh for TTL (or what opts say: [WithTTL],
+// [WithStale], [WithTags]). A compute in flight for key cannot overwrite
+// it: its fill is fenced out. After Set returns, this replica serves v (or
+// a newer value); other replicas' L1 tiers drop the old value when the
+// invalidation reaches them. Bad options get an error matching
+// [ErrInvalidOptions] or [ErrInvalidTag], and nothing is stored. With
+// Redis, Set costs two round trips: the namespace's invalidation counter
+// is read first (the value's generation, so that [Cache.Clear] and
+// [Cache.InvalidateTags] apply to it).
+func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) error {
 	if err := c.check(key); err != nil {
 		return err
+	}
+	so := setOptions{ttl: 0, stale: -1}
+	for _, o := range opts {
+		if o != nil {
+			o(&so)
+		}
+	}
+	if err := so.validate(); err != nil {
+		return fmt.Errorf("cache: set %q: %w", key, err)
 	}
 	if !c.store.available() {
 		return fmt.Errorf("cache: set %q: %w", key, ErrUnavailable)
 	}
-	e := entry[V]{value: v, w: c.policy.Write(c.now(), 0, rand.Float64())}
+	gen, err := c.store.readGen(ctx)
+	if err != nil {
+		return fmt.Errorf("cache: set %q: %w", key, err)
+	}
+	e := entry[V]{value: v, w: c.policy.With(so.ttl, so.stale, -1).Write(c.now(), 0, rand.Float64()),
+		stamp: stamp{gen: gen, tags: so.tags}}
 	version := c.l1version() // before the write: no read before it can see v
-	err := c.store.set(ctx, c.keysFor(key), e)
+	err = c.store.set(ctx, c.keysFor(key), e)
 	c.forgetLocal(key)
 	// v goes into L1 at a version from before the write, so that a newer
 	// write announced meanwhile keeps it out; refused, the key is dropped.
@@ -92,6 +112,66 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
 		c.l1.invalidate(key)
 	}
 	return err
+}
+
+// SetOption is an option of one [Cache.Set] call.
+type SetOption func(*setOptions)
+
+// setOptions is what a Set call's options say.
+type setOptions struct {
+	ttl   time.Duration // 0: Options.TTL
+	stale time.Duration // < 0: Options.Stale
+	tags  []string
+	err   error // the first bad option
+}
+
+func (o *setOptions) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+func (o *setOptions) validate() error { return o.err }
+
+// WithTTL makes the value fresh for ttl instead of Options.TTL (go-redis/
+// cache's Item.TTL). A ttl under 1ms makes Set fail with
+// [ErrInvalidOptions].
+func WithTTL(ttl time.Duration) SetOption {
+	return func(o *setOptions) {
+		if ttl < time.Millisecond {
+			o.fail(fmt.Errorf("%w: WithTTL must be at least 1ms, got %s", ErrInvalidOptions, ttl))
+			return
+		}
+		o.ttl = ttl
+	}
+}
+
+// WithStale makes the value's stale window (served stale while refreshed)
+// d instead of Options.Stale. A negative d makes Set fail with
+// [ErrInvalidOptions].
+func WithStale(d time.Duration) SetOption {
+	return func(o *setOptions) {
+		if d < 0 {
+			o.fail(fmt.Errorf("%w: WithStale must not be negative, got %s", ErrInvalidOptions, d))
+			return
+		}
+		o.stale = d
+	}
+}
+
+// WithTags attaches tags to the value, as [SetTags] does for a computed
+// one; tags accumulate over options. A tag that breaks [ErrInvalidTag]'s
+// rule makes Set fail.
+func WithTags(tags ...string) SetOption {
+	return func(o *setOptions) {
+		if err := checkTags(tags); err != nil {
+			o.fail(err)
+			return
+		}
+		if o.tags = unionTags(o.tags, tags); len(o.tags) > maxTags {
+			o.fail(fmt.Errorf("%w: %d tags, limit %d", ErrInvalidTag, len(o.tags), maxTags))
+		}
+	}
 }
 
 // forgetLocal drops what this process holds of key besides L1 once a

@@ -16,6 +16,7 @@ import (
 const (
 	flagNegative = 1 << iota
 	flagFailSafe
+	flagStamped // the envelope carries a stamp (generation and tags)
 )
 
 // typeFingerprint identifies V and the codec in every envelope: a cache of
@@ -51,6 +52,11 @@ func (c *Cache[V]) encodeEntryRaw(e entry[V], raw string) ([]byte, error) {
 		StaleUntil:    toMillis(e.w.StaleUntil),
 		ErrorUntil:    toMillis(e.w.ErrorUntil),
 		ComputeMicros: e.took.Microseconds(),
+		Gen:           e.stamp.gen,
+		Tags:          e.stamp.tags,
+	}
+	if e.stamp.gen != 0 || len(e.stamp.tags) > 0 {
+		env.Flags |= flagStamped
 	}
 	if e.failSafe {
 		env.Flags |= flagFailSafe
@@ -113,8 +119,9 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	e.took = time.Duration(env.ComputeMicros) * time.Microsecond
 	e.negative = env.Flags&flagNegative != 0
 	e.failSafe = env.Flags&flagFailSafe != 0
+	e.stamp = stamp{gen: env.Gen, tags: env.Tags}
 	if c.l1 != nil {
-		e.stamp = c.l1.stamp(s)
+		e.digest = c.l1.digest(s)
 	}
 	return e, true, nil
 }

@@ -13,6 +13,8 @@ import (
 //
 //	0xc1, version, flags, type (uint32, big-endian),
 //	created (unix ms), fresh, stale, error (ms), compute (µs): uvarints,
+//	[stamp: generation, tag count, then each tag's length and bytes: uvarints
+//	and bytes, present only with flagStamped]
 //	value (the rest)
 //
 // fresh is FreshUntil-Created, stale is StaleUntil-FreshUntil and error is
@@ -24,6 +26,11 @@ import (
 //
 // type is a fingerprint of the value's Go type and codec, so that a cache of
 // another type on the same keys reads the entry as foreign, never as a value.
+//
+// The stamp is what the invalidation checks read (see marks.go): the
+// namespace's invalidation counter when the value's compute began, and the
+// tags the compute attached. An entry of generation 0 without tags (a
+// namespace never invalidated) carries none, and costs nothing.
 //
 // The decoder is strict: one encoding per envelope (minimal uvarints), so
 // that whatever decodes re-encodes to the same bytes.
@@ -37,12 +44,14 @@ const (
 
 type envelope struct {
 	Flags         uint8
-	Type          uint32 // fingerprint of the value's type and codec
-	Created       int64  // unix milliseconds
-	FreshUntil    int64  // unix milliseconds
-	StaleUntil    int64  // unix milliseconds
-	ErrorUntil    int64  // unix milliseconds: kept until then for stale-if-error
-	ComputeMicros int64  // how long the compute function took
+	Type          uint32   // fingerprint of the value's type and codec
+	Created       int64    // unix milliseconds
+	FreshUntil    int64    // unix milliseconds
+	StaleUntil    int64    // unix milliseconds
+	ErrorUntil    int64    // unix milliseconds: kept until then for stale-if-error
+	ComputeMicros int64    // how long the compute function took
+	Gen           uint64   // the namespace's invalidation counter when the compute began
+	Tags          []string // the value's tags
 	Value         []byte
 }
 
@@ -52,11 +61,26 @@ func encodeEnvelope(e *envelope) ([]byte, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, envelopeHeader+5*binary.MaxVarintLen64+len(e.Value))
+	size := envelopeHeader + 5*binary.MaxVarintLen64 + len(e.Value)
+	if e.Flags&flagStamped != 0 {
+		size += 2 * binary.MaxVarintLen64
+		for _, t := range e.Tags {
+			size += binary.MaxVarintLen64 + len(t)
+		}
+	}
+	b := make([]byte, 0, size)
 	b = append(b, envelopeMagic, envelopeVersion, e.Flags)
 	b = binary.BigEndian.AppendUint32(b, e.Type)
 	for _, v := range [...]int64{e.Created, e.FreshUntil - e.Created, e.StaleUntil - e.FreshUntil, e.ErrorUntil - e.StaleUntil, e.ComputeMicros} {
 		b = binary.AppendUvarint(b, uint64(v))
+	}
+	if e.Flags&flagStamped != 0 {
+		b = binary.AppendUvarint(b, e.Gen)
+		b = binary.AppendUvarint(b, uint64(len(e.Tags)))
+		for _, t := range e.Tags {
+			b = binary.AppendUvarint(b, uint64(len(t)))
+			b = append(b, t...)
+		}
 	}
 	return append(b, e.Value...), nil
 }
@@ -97,14 +121,71 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	e.StaleUntil = e.FreshUntil + n[2]
 	e.ErrorUntil = e.StaleUntil + n[3]
 	e.ComputeMicros = n[4]
+	if e.Flags&flagStamped != 0 {
+		size, err := e.decodeStamp(b[at:])
+		if err != nil {
+			return envelope{}, err
+		}
+		at += size
+	}
 	e.Value = b[at:]
 	return e, e.check()
+}
+
+// decodeStamp parses the stamp at the start of b into e and returns its
+// size.
+func (e *envelope) decodeStamp(b []byte) (int, error) {
+	at := 0
+	next := func(limit uint64) (uint64, error) {
+		v, size := binary.Uvarint(b[at:])
+		switch {
+		case size <= 0:
+			return 0, fmt.Errorf("%w: truncated stamp", errCorrupt)
+		case size > 1 && b[at+size-1] == 0:
+			return 0, fmt.Errorf("%w: non-minimal integer", errCorrupt)
+		case v > limit:
+			return 0, fmt.Errorf("%w: stamp out of range", errCorrupt)
+		}
+		at += size
+		return v, nil
+	}
+	gen, err := next(maxTime)
+	if err != nil {
+		return 0, err
+	}
+	n, err := next(maxTags)
+	if err != nil {
+		return 0, err
+	}
+	if gen == 0 && n == 0 {
+		return 0, fmt.Errorf("%w: empty stamp", errCorrupt)
+	}
+	e.Gen = gen
+	if n > 0 {
+		e.Tags = make([]string, n)
+	}
+	for i := range e.Tags {
+		size, err := next(maxTagBytes)
+		if err != nil {
+			return 0, err
+		}
+		if uint64(len(b)-at) < size {
+			return 0, fmt.Errorf("%w: truncated tag", errCorrupt)
+		}
+		e.Tags[i] = string(b[at : at+int(size)])
+		if checkTag(e.Tags[i]) != nil {
+			return 0, fmt.Errorf("%w: bad tag", errCorrupt)
+		}
+		at += int(size)
+	}
+	return at, nil
 }
 
 // check validates an envelope's times.
 func (e envelope) check() error {
 	if e.Created <= 0 || e.FreshUntil < e.Created || e.StaleUntil < e.FreshUntil || e.ErrorUntil < e.StaleUntil ||
-		e.ErrorUntil > maxTime || e.ComputeMicros < 0 || e.ComputeMicros > maxTime || e.Flags > 0x7f {
+		e.ErrorUntil > maxTime || e.ComputeMicros < 0 || e.ComputeMicros > maxTime || e.Flags > 0x7f ||
+		e.Flags&flagStamped == 0 && (e.Gen != 0 || len(e.Tags) > 0) || e.Flags&flagStamped != 0 && e.Gen == 0 && len(e.Tags) == 0 {
 		return fmt.Errorf("%w: inconsistent times", errCorrupt)
 	}
 	return nil

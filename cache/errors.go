@@ -46,6 +46,11 @@ var (
 	// the call goes on without Redis, and enough of them in a row open the
 	// circuit breaker.
 	ErrRedisTimeout = errors.New("cache: Redis step ran past RedisTimeout")
+	// ErrInvalidated is the error of a compute whose value was invalidated
+	// (by [Cache.InvalidateTags], [Cache.ExpireTags] or [Cache.Clear]) while
+	// it ran, and again each of the times it was computed anew: the value is
+	// neither stored nor returned.
+	ErrInvalidated = errors.New("cache: invalidated while it was computed, again and again")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say

@@ -98,3 +98,56 @@ func ExampleNew_processLocal() {
 	fmt.Println(v)
 	// Output: 42
 }
+
+func ExampleCache_InvalidateTags() {
+	rdb, done := exampleRedis()
+	defer done()
+	reports, err := cache.New[Report](rdb, cache.Options{Namespace: "example-tags", TTL: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer reports.Close()
+	ctx := context.Background()
+	_ = reports.Clear(ctx)          // a fresh start for the example
+	defer reports.Delete(ctx, "42") //nolint:errcheck // keep a shared REDIS_URL clean
+	total := 1234
+	load := func(ctx context.Context) (Report, error) {
+		// Tag the value with what it was built from.
+		if err := cache.SetTags(ctx, "customer:7"); err != nil {
+			return Report{}, err
+		}
+		return Report{ID: 42, Total: total}, nil
+	}
+	r, _ := reports.GetOrCompute(ctx, "42", load)
+	fmt.Println(r.Total)
+	// Customer 7 changed: every value tagged with it, on every replica, is
+	// gone once InvalidateTags returns (it waits InvalidationWait, 100ms).
+	total = 999
+	if err := reports.InvalidateTags(ctx, "customer:7"); err != nil {
+		log.Fatal(err)
+	}
+	r, _ = reports.GetOrCompute(ctx, "42", load)
+	fmt.Println(r.Total)
+	// Output:
+	// 1234
+	// 999
+}
+
+func ExampleCache_Clear() {
+	// Process-local here; with Redis, Clear reaches every replica.
+	c, err := cache.New[string](nil, cache.Options{TTL: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "greeting", "hello", cache.WithTTL(time.Minute)); err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Clear(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, found, _ := c.Get(ctx, "greeting")
+	fmt.Println(found)
+	// Output: false
+}

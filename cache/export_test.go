@@ -30,4 +30,4 @@ func (c *Clock) Advance(d time.Duration) {
 }
 
 // UseClock makes c read time from clk. Call it before c is used.
-func UseClock[V any](c *Cache[V], clk *Clock) { c.clock = clk.Now }
+func UseClock[V any](c *Cache[V], clk *Clock) { c.clock, c.realClock = clk.Now, false }

@@ -16,14 +16,16 @@ type loaded[V any] struct {
 	cause    error // Result.Err: the origin's error a stale value answered for, or why the value was not stored
 	// w are the value's windows when it is stored (for L1).
 	w stale.Windows
-	// stamp identifies the stored envelope, for L1 (0: unknown).
-	stamp uint64
+	// digest identifies the stored envelope, for L1 (0: unknown).
+	digest uint64
+	// stamp is the value's generation and tags (for L1).
+	stamp stamp
 }
 
 // loaded hands e to callers with outcome o; a fail-safe value always
 // answers as Stale, saying so in Result.Err.
 func (e entry[V]) loaded(o Outcome) loaded[V] {
-	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp}
+	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp, digest: e.digest}
 	if e.failSafe {
 		l.outcome, l.cause = Stale, ErrFailSafe
 	}
@@ -32,7 +34,7 @@ func (e entry[V]) loaded(o Outcome) loaded[V] {
 
 // entry is what a cacheable load puts into L1.
 func (l loaded[V]) entry() entry[V] {
-	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp}
+	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp, digest: l.digest}
 }
 
 // cacheable reports whether a load's answer may go into L1: a value fresh
@@ -57,7 +59,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	var version uint64
 	if c.l1 != nil {
 		now := c.now()
-		if e, ok := c.l1.get(key, now); ok { // the L1 hit path: a map read and two counters
+		if e, ok := c.l1get(ctx, key, now); ok { // the L1 hit path: a map read, the marks and two counters
 			return c.hit(ctx, key, e, now, true)
 		}
 		version = c.l1.version()
@@ -85,7 +87,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	now := c.now()
 	var prev *entry[V]
-	switch c.judge(e, found, now) {
+	switch c.judge(ctx, e, found, now) {
 	case verdictHit:
 		c.l1put(key, e, version)
 		return c.hit(ctx, key, e, now, false)
@@ -105,6 +107,17 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
 		return c.load(sctx, c.keysFor(key), one(key, fn), fb, prev)
 	})
+}
+
+// l1get returns key's entry from L1 when it is there and no invalidation
+// since its compute began is known; now must have just been read (the
+// marks' trust is measured on it).
+func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[V], bool) {
+	e, ok := c.l1.get(key, now)
+	if !ok || c.invalidationAt(ctx, e, now) != invValid {
+		return entry[V]{}, false
+	}
+	return e, true
 }
 
 // coalesce runs load once for all concurrent callers of key in the process;
@@ -194,11 +207,12 @@ func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *
 			prev = &e
 		}
 	}
+	floor := c.keptFloor.Load()
 	r, err := c.computeDegraded(ctx, []string{k.key}, fn)
 	if err != nil {
 		return loaded[V]{}, err
 	}
-	l, err := c.computedFor(k.key, r, prev, Degraded, c.now())
-	c.keep(k.key, l, err, prev, c.now())
+	l, err := c.computedFor(ctx, k.key, r, prev, Degraded, c.now())
+	c.keep(k.key, l, err, prev, c.now(), floor)
 	return l, err
 }

@@ -34,6 +34,37 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 }
 
+// The stamp (generation and tags) round-trips, costs nothing on an entry
+// without one, and a bad one is corrupt, never a panic.
+func TestEnvelopeStamp(t *testing.T) {
+	plain := envelope{Created: 1, FreshUntil: 2, StaleUntil: 3, ErrorUntil: 4, Value: []byte("v")}
+	stamped := plain
+	stamped.Flags, stamped.Gen, stamped.Tags = flagStamped, 300, []string{"a", "user:42"}
+	pb, sb := mustEncode(t, plain), mustEncode(t, stamped)
+	if extra := len(sb) - len(pb); extra != 2+1+2+8 {
+		t.Fatalf("stamp of gen 300 and tags a, user:42: %d bytes", extra)
+	}
+	out, err := decodeEnvelope(sb)
+	if err != nil || out.Gen != 300 || !slices.Equal(out.Tags, stamped.Tags) || string(out.Value) != "v" {
+		t.Fatalf("round trip: %+v %v", out, err)
+	}
+	for name, e := range map[string]envelope{
+		"flag without stamp": {Flags: flagStamped, Created: 1, FreshUntil: 1, StaleUntil: 1, ErrorUntil: 1},
+		"stamp without flag": {Gen: 1, Created: 1, FreshUntil: 1, StaleUntil: 1, ErrorUntil: 1},
+	} {
+		if _, err := encodeEnvelope(&e); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+	}
+	bad := slices.Clone(sb)
+	bad[len(pb)+3] = '{' // the first tag's byte: gen (2), count, length, then the tag
+	for name, b := range map[string][]byte{"bad tag byte": bad, "truncated": sb[:len(pb)+2]} {
+		if _, err := decodeEnvelope(b); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
 func TestEnvelopeRejects(t *testing.T) {
 	good := mustEncode(t, envelope{Created: 1, FreshUntil: 2, StaleUntil: 3, ErrorUntil: 3})
 	header := good[:envelopeHeader]
@@ -84,6 +115,8 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte{})
 	f.Add([]byte{envelopeMagic, envelopeVersion, 0, 0, 0, 0, 0})
+	stamped, _ := encodeEnvelope(&envelope{Flags: flagStamped, Created: 1, FreshUntil: 2, StaleUntil: 3, ErrorUntil: 4, Gen: 300, Tags: []string{"a", "user:42"}, Value: []byte("v")})
+	f.Add(stamped)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEnvelope(b)
 		if err != nil {

@@ -49,3 +49,18 @@ func (k keys) tag() string { return k.value[:len(k.value)-2] }
 
 func (k keys) lease() string   { return k.tag() + ":l" }
 func (k keys) channel() string { return k.tag() + ":n" }
+
+// invKey is the namespace's invalidation counter and Clear mark, {ns}:inv
+// (a hash: 'g' the counter, 'h' and 's' the hard and soft marks). No key of
+// an entry collides with it: theirs hold "ns:" inside the braces.
+func (c *Cache[V]) invKey() string { return "{" + c.opts.Namespace + "}:inv" }
+
+// markKey is tag's mark, {ns:tag}:t (a hash: 'h' hard, 's' soft), or the
+// namespace's for "". It shares a slot with the cache key named like the
+// tag, never a name: an entry's names end in :v, :l or :n.
+func (c *Cache[V]) markKey(tag string) string {
+	if tag == "" {
+		return c.invKey()
+	}
+	return "{" + c.opts.Namespace + ":" + tag + "}:t"
+}

@@ -56,9 +56,9 @@ func (c *l1[V]) get(key string, now time.Time) (entry[V], bool) {
 // puts may come in either order: the later put cannot tell which value is
 // newer, and the reader of the newer one may already have answered its
 // caller. So every put leaves a trace: the entry, or, when the floor
-// refuses it, a tombstone with its stamp. A put that finds a live entry or
+// refuses it, a tombstone with its digest. A put that finds a live entry or
 // tombstone left after its own read started (both carry the tick of their
-// put) with another stamp (another envelope, or one of unknown origin)
+// put) with another digest (another envelope, or one of unknown origin)
 // installs nothing: it drops the key and raises its floor, and the next
 // read goes to Redis. A put that finds a trace left before its read started
 // replaces it: its read began after that one's ended, so it saw the same
@@ -74,7 +74,7 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, live := s.liveLocked(key, now.UnixNano())
-	if live && old.tick > version && (e.stamp == 0 || old.e.stamp != e.stamp) {
+	if live && old.tick > version && (e.digest == 0 || old.e.digest != e.digest) {
 		raise(floor, c.seq.Add(1))
 		s.deleteLocked(key)
 		return false
@@ -91,9 +91,9 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 	return !refused
 }
 
-// stamp identifies an envelope read from Redis, so that two puts can tell
+// digest identifies an envelope read from Redis, so that two puts can tell
 // whether they carry the same one; it is never 0 (0: unknown).
-func (c *l1[V]) stamp(envelope string) uint64 { return maphash.String(c.seed, envelope) | 1 }
+func (c *l1[V]) digest(envelope string) uint64 { return maphash.String(c.seed, envelope) | 1 }
 
 // invalidate drops key and keeps out every put of a read that started
 // before this call.
@@ -121,5 +121,5 @@ func raise(a *atomic.Uint64, v uint64) {
 
 func (c *l1[V]) len() int { return c.m.len() }
 
-// stampBytes is stamp for an envelope being written.
-func (c *l1[V]) stampBytes(envelope []byte) uint64 { return maphash.Bytes(c.seed, envelope) | 1 }
+// digestBytes is digest for an envelope being written.
+func (c *l1[V]) digestBytes(envelope []byte) uint64 { return maphash.Bytes(c.seed, envelope) | 1 }

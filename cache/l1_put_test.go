@@ -15,8 +15,8 @@ import (
 func TestL1PutOrdering(t *testing.T) {
 	now := time.Now()
 	w := stale.Windows{Created: now, FreshUntil: now.Add(time.Hour), StaleUntil: now.Add(time.Hour), ErrorUntil: now.Add(time.Hour)}
-	older := entry[string]{value: "old", w: w, stamp: 11}
-	newer := entry[string]{value: "new", w: w, stamp: 21}
+	older := entry[string]{value: "old", w: w, digest: 11}
+	newer := entry[string]{value: "new", w: w, digest: 21}
 	serves := func(c *l1[string], want string) {
 		t.Helper()
 		e, ok := c.get("k", now)

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -55,6 +56,10 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 			return
 		}
 		t := tasks[i]
+		inv := c.invalidation(ctx, e)
+		if inv == invHard { // as if not found
+			return
+		}
 		state := c.policy.State(e.w, now, 0, 0)
 		// Done when someone else filled since the entry that brought us here:
 		// on a miss (after is zero) only a fresh fill counts; a refresh is
@@ -62,7 +67,7 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 		// A fail-safe value still fresh was re-armed after another holder's
 		// origin call failed: it is done too, whenever it was created, so
 		// that the origin is left alone for the throttle.
-		if (e.w.Created.After(t.after) || e.failSafe) && (!t.after.IsZero() || state == stale.Fresh) && (!e.failSafe || state == stale.Fresh) {
+		if inv == invValid && (e.w.Created.After(t.after) || e.failSafe) && (!t.after.IsZero() || state == stale.Fresh) && (!e.failSafe || state == stale.Fresh) {
 			t.res, done[i] = e.loaded(Hit), true
 			return
 		}
@@ -104,7 +109,7 @@ func (c *Cache[V]) leadDegraded(ctx context.Context, tasks []*task[V], fn batchF
 	for _, t := range tasks {
 		t.res, t.err = loaded[V]{}, err
 		if err == nil {
-			t.res, t.err = c.computedFor(t.k.key, r, t.prev, Degraded, c.now())
+			t.res, t.err = c.computedFor(ctx, t.k.key, r, t.prev, Degraded, c.now())
 		}
 	}
 }
@@ -158,6 +163,15 @@ func (c *Cache[V]) leadSoft(ctx context.Context, tasks []*task[V], fn batchFunc[
 			*t = *work[i]
 		}
 	case <-timer.C:
+		for _, t := range tasks {
+			if !c.mayStandIn(ctx, t.prev) { // invalidated meanwhile: wait for the compute
+				<-finished
+				for i, t := range tasks {
+					*t = *work[i]
+				}
+				return
+			}
+		}
 		c.stats.softTimeouts.Add(1)
 		for _, t := range tasks {
 			t.res, t.err = t.prev.loaded(Stale), nil
@@ -171,7 +185,20 @@ func (c *Cache[V]) leadSoft(ctx context.Context, tasks []*task[V], fn batchFunc[
 // stale value answers for re-arms that value for FailSafeThrottle, so the
 // fleet leaves the origin alone meanwhile. Every claim is released.
 func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
-	settled := make([]bool, len(tasks)) // the claim was released by a fill
+	c.computeFillAttempt(ctx, tasks, fn, 0)
+}
+
+// maxRecomputes bounds how many times in a row a compute is done again
+// because an invalidation came while it ran.
+const maxRecomputes = 3
+
+// computeFillAttempt is computeFill's attempt number attempt. A value (or
+// "not found") whose tags, or namespace, were invalidated while it was
+// computed neither answers nor is stored: it is computed again, still under
+// its claim, with the counter read anew (up to maxRecomputes times, then
+// its callers get [ErrInvalidated]).
+func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn batchFunc[V], attempt int) {
+	settled := make([]bool, len(tasks)) // the claim was released by a fill, or handed to the next attempt
 	defer func() {
 		for i, t := range tasks {
 			if !settled[i] {
@@ -189,44 +216,58 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 	}
 	now := c.now()
 	var reqs []fillReq[V]
-	var filling []int // the task of each fill
+	var filling []int    // the task of each fill
+	var again []*task[V] // invalidated while computed
 	for i, t := range tasks {
-		t.res, t.err = c.computedFor(t.k.key, r, t.prev, Miss, now)
+		t.res, t.err = c.computedFor(ctx, t.k.key, r, t.prev, Miss, now)
 		var e entry[V]
 		var raw string // the value as stored already, when it is the previous one
 		switch {
 		case t.err == nil && t.res.outcome == Miss:
-			e = entry[V]{value: t.res.value, w: r.policy.Write(now, 0, rand.Float64()), took: r.took}
+			e = entry[V]{value: t.res.value, w: r.policy.Write(now, 0, rand.Float64()), took: r.took, stamp: t.stampOf(r)}
 			if errors.Is(r.err, ErrUnchanged) { // the previous value, revalidated
 				raw = t.prevRaw
 			}
 		case errors.Is(t.err, ErrNotFound):
-			e = entry[V]{w: c.policy.WriteNegative(now), negative: true}
+			e = entry[V]{w: c.policy.WriteNegative(now), negative: true, stamp: t.stampOf(r)}
 		case t.err == nil && t.res.outcome == Stale && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh &&
 			!errors.Is(t.res.cause, context.Canceled):
 			// A compute cancelled (by Close) did not find the origin failing.
 			// A failed early refresh leaves a fresh value alone.
-			e, raw = *t.prev, t.prevRaw
+			e, raw = *t.prev, t.prevRaw // its stamp too: an invalidation of it still applies
 			e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 			c.stats.failSafe.Add(1)
 			c.logRare(ctx, slog.LevelWarn, "stampede: compute failed; the stale value answers for the fleet until the fail-safe throttle ends", t.k.key, t.res.cause)
 		default:
 			continue
 		}
+		if !e.failSafe {
+			t.res.stamp = e.stamp
+			if inv := c.invalidation(ctx, e); inv == invHard || inv == invSoft {
+				if attempt < maxRecomputes {
+					settled[i] = true // the next attempt settles it
+					again = append(again, t)
+				} else {
+					t.res, t.err = loaded[V]{}, fmt.Errorf("%w: %q", ErrInvalidated, t.k.key)
+				}
+				continue
+			}
+		}
 		reqs, filling = append(reqs, fillReq[V]{k: t.k, claim: t.claim, e: e, raw: raw}), append(filling, i)
 	}
-	if len(reqs) == 0 {
-		return
-	}
 	version := c.l1version() // before the fill: no read before it can see the value
-	for i, fr := range c.store.fillMany(ctx, reqs) {
+	var filled []fillResult
+	if len(reqs) > 0 {
+		filled = c.store.fillMany(ctx, reqs)
+	}
+	for i, fr := range filled {
 		t := tasks[filling[i]]
 		settled[filling[i]] = true // filled, fenced out, abandoned as unstorable, or retried in the background
 		switch {
 		case fr.stored && reqs[i].e.negative:
 			c.stats.negativeStored.Add(1)
 		case fr.stored && t.res.outcome == Miss:
-			t.res.w, t.res.stamp = reqs[i].e.w, fr.stamp
+			t.res.w, t.res.digest = reqs[i].e.w, fr.digest
 		case fr.fenced:
 			c.fencedOut(ctx, t.k.key)
 		case fr.unstored != nil && t.res.outcome == Miss:
@@ -237,6 +278,32 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 			c.filledHere(t.k.key, t.res, t.err, version)
 		}
 	}
+	if len(again) == 0 {
+		return
+	}
+	c.stats.recomputed.Add(uint64(len(again)))
+	gen, err := c.store.readGen(ctx)
+	for _, t := range again {
+		t.claim.gen, t.res, t.err = gen, loaded[V]{}, err
+	}
+	if err != nil {
+		for _, t := range again {
+			c.store.abandon(ctx, t.k, t.claim)
+		}
+		return
+	}
+	c.computeFillAttempt(ctx, again, fn, attempt+1)
+}
+
+// stampOf is the stamp of what t's compute r stored: the generation read
+// with t's claim, and the tags r's function attached (a previous value
+// revalidated by ErrUnchanged keeps its own too).
+func (t *task[V]) stampOf(r computed[V]) stamp {
+	tags := r.tags
+	if errors.Is(r.err, ErrUnchanged) && t.prev != nil && len(t.prev.stamp.tags) > 0 {
+		tags = unionTags(t.prev.stamp.tags, r.tags)
+	}
+	return stamp{gen: t.claim.gen, tags: tags}
 }
 
 func taskKeys[V any](tasks []*task[V]) []string {
@@ -250,7 +317,7 @@ func taskKeys[V any](tasks []*task[V]) []string {
 // computedFor is what key's callers get from a compute's answer r: its
 // value, or its error (a stale value inside its stale-if-error window
 // answering for it); o is the outcome of a value.
-func (c *Cache[V]) computedFor(key string, r computed[V], prev *entry[V], o Outcome, now time.Time) (loaded[V], error) {
+func (c *Cache[V]) computedFor(ctx context.Context, key string, r computed[V], prev *entry[V], o Outcome, now time.Time) (loaded[V], error) {
 	err := r.err
 	if err == nil {
 		if v, ok := r.values[key]; ok {
@@ -265,13 +332,14 @@ func (c *Cache[V]) computedFor(key string, r computed[V], prev *entry[V], o Outc
 	if errors.Is(err, ErrNotFound) {
 		return loaded[V]{outcome: o, created: now}, err
 	}
-	return c.onError(prev, o, err)
+	return c.onError(ctx, prev, o, err)
 }
 
 // onError answers a failed compute with prev when it is inside its
-// stale-if-error window, and with the error otherwise.
-func (c *Cache[V]) onError(prev *entry[V], o Outcome, err error) (loaded[V], error) {
-	if prev != nil && !prev.negative && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUncacheable) && prev.w.UsableOnError(c.now()) {
+// stale-if-error window and was not invalidated since it was read, and with
+// the error otherwise.
+func (c *Cache[V]) onError(ctx context.Context, prev *entry[V], o Outcome, err error) (loaded[V], error) {
+	if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUncacheable) && c.mayStandIn(ctx, prev) {
 		c.stats.staleOnError.Add(1)
 		l := prev.loaded(Stale)
 		l.cause = err

@@ -20,6 +20,7 @@ type localStore[V any] struct {
 	claims  map[string]uint64 // key -> token of its holder
 	waiters map[string]map[*localWaiter]struct{}
 	token   uint64
+	gen     uint64 // the namespace's invalidation counter
 }
 
 var _ store[struct{}] = (*localStore[struct{}])(nil)
@@ -52,7 +53,7 @@ func (s *localStore[V]) claimMany(_ context.Context, ks []keys) []claimed[V] {
 		}
 		s.token++
 		s.claims[k.key] = s.token
-		out[i] = claimed[V]{claim: claim[V]{k: k, local: s.token}, won: true}
+		out[i] = claimed[V]{claim: claim[V]{k: k, local: s.token, gen: s.gen}, won: true}
 	}
 	return out
 }
@@ -156,6 +157,27 @@ func (s *localStore[V]) wakeLocked(key string) {
 		default:
 		}
 	}
+}
+
+func (s *localStore[V]) readGen(context.Context) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen, nil
+}
+
+// readMarks implements [store]; it is never called: in process-local mode
+// the Cache's marks are the truth.
+func (s *localStore[V]) readMarks(_ context.Context, tags []string) ([]mark, error) {
+	return make([]mark, len(tags)), nil
+}
+
+// invalidate implements [store]: the counter only; the Cache raises its
+// marks, which are the truth here.
+func (s *localStore[V]) invalidate(context.Context, []string, bool) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	return s.gen, nil
 }
 
 func (s *localStore[V]) available() bool { return true }

@@ -148,6 +148,18 @@ type Options struct {
 	// Redis is unreachable, so R replicas do not become a stampede of their
 	// own. Default: 0 (no cap).
 	MaxDegradedComputes int
+	// InvalidationWait (δ) is how long this process trusts an invalidation
+	// mark it read from Redis, from the moment the read was sent, and so how
+	// long [Cache.InvalidateTags], [Cache.ExpireTags] and [Cache.Clear] wait
+	// after writing their marks before they return: then no replica can
+	// still trust a mark read before the write. A mark read that takes
+	// longer than this vouches for nothing (it is sent again, up to 4
+	// times; then the entry counts as expired and is recomputed), so it
+	// must exceed the slowest Redis round trip worth waiting for: raise it
+	// for a distant Redis. Hot tags are re-read in the background every δ/2; a hit
+	// waits for a mark read at most once per δ per tag. Not used without
+	// Redis (process-local marks are always current). Default: 100ms.
+	InvalidationWait time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -208,6 +220,9 @@ func (o *Options) setDefaults() {
 	if o.RedisTimeout == 0 {
 		o.RedisTimeout = 100 * time.Millisecond
 	}
+	if o.InvalidationWait == 0 {
+		o.InvalidationWait = 100 * time.Millisecond
+	}
 }
 
 func (o *Options) validate() error {
@@ -220,6 +235,7 @@ func (o *Options) validate() error {
 	}{
 		{"TTL", o.TTL}, {"LeaseTTL", o.LeaseTTL}, {"ComputeTimeout", o.ComputeTimeout},
 		{"WaitTimeout", o.WaitTimeout}, {"RefreshTimeout", o.RefreshTimeout}, {"NegativeTTL", o.NegativeTTL}, {"PollInterval", o.PollInterval}, {"BreakerCooldown", o.BreakerCooldown},
+		{"InvalidationWait", o.InvalidationWait},
 	} {
 		if d.v < time.Millisecond {
 			return bad("%s must be at least 1ms, got %s", d.name, d.v)

@@ -222,9 +222,9 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 	return nil
 }
 
-// claimMany implements [store] with the claim script (one EVALSHA for one
-// key, a pipeline of EVAL for several: a pipeline cannot fall back on
-// NOSCRIPT): each key's lease is taken if it is free, and a lease won
+// claimMany implements [store] with the claim script (a pipeline of
+// EVALSHA, and of EVAL for the keys whose node lacked the script): each
+// key's lease is taken if it is free, and a lease won
 // carries the key's value as it was at that moment, so the lead needs no
 // read of its own.
 func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
@@ -235,31 +235,61 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 	for i := range ks {
 		tokens[i] = rand.Text()
 	}
-	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.Cmd, error) {
+	type replies struct {
+		claims []*redis.Cmd
+		gen    *redis.StringCmd
+	}
+	rep, err := runStep(ctx, s.budget, func(ctx context.Context) (replies, error) {
+		// The namespace's invalidation counter is read in the same round
+		// trip, before any compute starts: the generation of what is
+		// computed (on a Cluster it lives in another slot; go-redis sends
+		// each node its part).
 		cmds := make([]*redis.Cmd, len(ks))
-		if len(ks) == 1 {
-			cmds[0] = claimScript.Run(ctx, s.rdb, []string{ks[0].value, ks[0].lease()}, tokens[0], ttl)
-			return cmds, nil
-		}
 		pipe := s.rdb.Pipeline()
 		for i, k := range ks {
-			cmds[i] = claimScript.Eval(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
+			cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
 		}
+		genCmd := pipe.HGet(ctx, s.c.invKey(), "g")
 		_, _ = pipe.Exec(ctx) // errors are per command
-		return cmds, nil
+		// A node that lacks the script took no claim: send it the script
+		// itself (a Cluster's nodes may differ).
+		var retry redis.Pipeliner
+		for i, k := range ks {
+			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+				if retry == nil {
+					retry = s.rdb.Pipeline()
+				}
+				cmds[i] = claimScript.Eval(ctx, retry, []string{k.value, k.lease()}, tokens[i], ttl)
+			}
+		}
+		if retry != nil {
+			_, _ = retry.Exec(ctx)
+		}
+		return replies{cmds, genCmd}, nil
 	})
+	var gen uint64
+	var genErr error
 	if err != nil {
 		// Out of budget or the caller's context ended: one failure for the
 		// step. A claim Redis still runs later is a lease nobody fills; it
 		// expires after LeaseTTL, as a crashed holder's does.
 		s.redisFailed(ctx, err)
+	} else {
+		gen, genErr = genOf(rep.gen)
 	}
 	for i := range ks {
 		if err != nil {
 			out[i] = claimed[V]{err: fmt.Errorf("cache: claim %s: %w", ks[i].lease(), err)}
-		} else {
-			out[i] = s.claimed(ctx, ks[i], tokens[i], cmds[i])
+			s.c.observeClaim(ctx, ks[i].key, out[i], start)
+			continue
 		}
+		out[i] = s.claimed(ctx, ks[i], tokens[i], rep.claims[i])
+		if out[i].won && genErr != nil { // a compute without a generation could not be checked
+			s.abandon(ctx, ks[i], out[i].claim)
+			s.redisFailed(ctx, genErr)
+			out[i] = claimed[V]{err: fmt.Errorf("cache: claim: read %s: %w", s.c.invKey(), genErr)}
+		}
+		out[i].claim.gen = gen
 		s.c.observeClaim(ctx, ks[i].key, out[i], start)
 	}
 	return out
@@ -332,7 +362,7 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			out[i].stored = s.filled(ctx, reqs[i].k, cmd)
 			out[i].fenced = !out[i].stored && cmd.Err() == nil
 			if out[i].stored && s.c.l1 != nil {
-				out[i].stamp = s.c.l1.stampBytes(args[i][0].([]byte))
+				out[i].digest = s.c.l1.digestBytes(args[i][0].([]byte))
 			}
 			if out[i].stored || cmd.Err() == nil {
 				continue

@@ -40,6 +40,11 @@ type Stats struct {
 	// Revalidated counts computes answered by ErrUnchanged: the previous
 	// value was stored again without being rebuilt.
 	Revalidated uint64
+	// Invalidated counts entries that did not answer, or answered only as
+	// expired, because InvalidateTags, ExpireTags or Clear invalidated them
+	// (or their marks could not be read); Recomputed the computes done again
+	// because an invalidation came while they ran.
+	Invalidated, Recomputed uint64
 	// Unstored counts computed values that could not be stored (over
 	// MaxValueBytes, or the codec failed): they answered their callers, and
 	// the next call computes again.
@@ -58,6 +63,7 @@ type counters struct {
 	negativeHits, refills, unstored    atomic.Uint64
 	failSafe, softTimeouts             atomic.Uint64
 	revalidated                        atomic.Uint64
+	invalidated, recomputed            atomic.Uint64
 	l1Hits                             striped
 }
 
@@ -79,6 +85,7 @@ func (c *Cache[V]) Stats() Stats {
 		Corrupt: s.corrupt.Load(), FencedOut: s.fencedOut.Load(), RedisErrors: s.redisErrors.Load(),
 		Refills: s.refills.Load(), Unstored: s.unstored.Load(),
 		FailSafe: s.failSafe.Load(), SoftTimeouts: s.softTimeouts.Load(), Revalidated: s.revalidated.Load(),
+		Invalidated: s.invalidated.Load(), Recomputed: s.recomputed.Load(),
 		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.local != nil {

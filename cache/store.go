@@ -16,9 +16,11 @@ type entry[V any] struct {
 	// failSafe marks a stale value re-armed because the origin failed: it
 	// answers as Stale while fresh, and no caller refreshes it meanwhile.
 	failSafe bool
-	// stamp identifies the envelope the entry was read from, for L1 (see
+	// digest identifies the envelope the entry was read from, for L1 (see
 	// [l1.put]); 0 when unknown or L1 is off.
-	stamp uint64
+	digest uint64
+	// stamp is what the invalidation checks read: see marks.go.
+	stamp stamp
 }
 
 // claim is the right to fill one key: a Redis lease (its holder's random
@@ -39,6 +41,9 @@ type claim[V any] struct {
 	// reply; Redis only): re-arming seen with new windows (ErrUnchanged, the
 	// fail-safe) rewrites the envelope's header around it, with no Encode.
 	raw string
+	// gen is the namespace's invalidation counter, read with the claim,
+	// before the compute starts: the stamp of what it computes.
+	gen uint64
 }
 
 // claimed is one key's answer to a claim attempt: won, held by another
@@ -66,7 +71,7 @@ type fillReq[V any] struct {
 // retried in the background).
 type fillResult struct {
 	stored   bool
-	stamp    uint64 // stored: the stored envelope's L1 stamp (0: L1 off)
+	digest   uint64 // stored: the stored envelope's L1 digest (0: L1 off)
 	fenced   bool
 	unstored error
 	failed   bool
@@ -153,6 +158,15 @@ type store[V any] interface {
 	// cannot be missed by a read that follows (or with an error: callers
 	// then poll).
 	subscribe(ctx context.Context, k keys) (subscription, error)
+	// readGen returns the namespace's invalidation counter.
+	readGen(ctx context.Context) (uint64, error)
+	// readMarks returns the marks of tags ("" is the namespace's, which
+	// Clear raises), in one round trip.
+	readMarks(ctx context.Context, tags []string) ([]mark, error)
+	// invalidate raises the counter and then the hard (or soft) mark of
+	// each of tags (nil: the namespace's) to its new value, announces the
+	// new marks to the other replicas, and returns that value.
+	invalidate(ctx context.Context, tags []string, soft bool) (uint64, error)
 	// available reports whether the store may be used now (the breaker).
 	available() bool
 	// close stops the store's background work.

@@ -42,7 +42,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		if err != nil && wctx.Err() == nil && c.brk.open() {
 			return c.degraded(ctx, k, fn, prev)
 		}
-		switch c.judge(e, found, c.now()) {
+		switch c.judge(wctx, e, found, c.now()) {
 		case verdictHit, verdictEarly:
 			return e.loaded(Waited), nil
 		case verdictStale, verdictFailSafe:
@@ -69,7 +69,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		case <-wctx.Done():
 		case <-soft:
 			soft = nil // fires once
-			if prev != nil && !prev.negative && prev.w.UsableOnError(c.now()) {
+			if c.mayStandIn(ctx, prev) {
 				t.Stop()
 				c.stats.softTimeouts.Add(1)
 				l := prev.loaded(Stale)
@@ -108,7 +108,7 @@ func (c *Cache[V]) busy(ctx context.Context, key string, fn, fallback batchFunc[
 		return loaded[V]{value: r.values[key], outcome: Fallback, created: c.now()}, r.err
 	}
 	if c.opts.OnBusy == BusyError {
-		return c.onError(prev, 0, ErrLeaseBusy)
+		return c.onError(ctx, prev, 0, ErrLeaseBusy)
 	}
-	return c.computedFor(key, c.compute(ctx, []string{key}, fn), prev, Miss, c.now())
+	return c.computedFor(ctx, key, c.compute(ctx, []string{key}, fn), prev, Miss, c.now())
 }

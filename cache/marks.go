@@ -1,0 +1,389 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stampede-go/stampede/singleflight"
+)
+
+// Invalidation by tag and Clear rest on one counter per namespace, G, and
+// one mark per tag (and one for the namespace, raised by Clear):
+//
+//   - a claim reads G before its compute starts (in the claim's round
+//     trip) and the entry it fills is stamped with it: its generation;
+//   - an invalidation raises G (INCR) and then raises each of its tags'
+//     marks to the new G, so every compute that began before it has a
+//     generation below the mark;
+//   - an entry answers only while each of its tags' marks, and the
+//     namespace's, is at most its generation. A hard mark above it makes it
+//     a miss; a soft mark above it makes it expired (usable for
+//     stale-if-error).
+//
+// Each process caches the marks it has read. A mark read is trusted for
+// InvalidationWait (δ), measured on the monotonic clock from the moment the
+// read was sent; past that it is read again, in one round trip shared by
+// the concurrent callers (and in the background from δ/2 on, so a hot
+// tag's reads never wait). An invalidation returns δ after its marks were
+// written: whoever serves after that relies on a read sent after the write,
+// which saw it. Notifications raise cached marks at once but never extend
+// their trust. In process-local mode the marks are this process's own:
+// always current.
+
+// stamp is an entry's generation and tags.
+type stamp struct {
+	gen  uint64
+	tags []string
+	// slots are the tags' mark slots, resolved once for an entry kept in
+	// L1 (nil otherwise), valid while marks' epoch is still epoch.
+	slots []*markSlot
+	epoch uint64
+}
+
+// mark is what the invalidations of a tag (or the namespace) left: the
+// value of G at its last hard and at its last soft invalidation.
+type mark struct{ hard, soft uint64 }
+
+// invState is the invalidation check's answer for an entry.
+type invState uint8
+
+const (
+	invValid invState = iota // no invalidation since its compute began
+	invSoft                  // soft-invalidated: expired, usable for stale-if-error
+	invHard                  // invalidated: a miss
+	// invUnknown: the marks could not be read within InvalidationWait
+	// (Redis unreachable or slow). The entry does not answer as a hit (it
+	// is expired), but, as in degraded mode, it may still stand in for a
+	// failing compute, and a value computed here answers unchecked.
+	invUnknown
+)
+
+const (
+	// maxTags bounds the tags of one entry.
+	maxTags = 32
+	// maxTagBytes bounds one tag.
+	maxTagBytes = 128
+	// maxMarkSlots bounds the tags whose marks a process caches; past it
+	// the cache is dropped and re-read as needed.
+	maxMarkSlots = 1 << 16
+	// namespaceTag names the namespace's mark in announcements.
+	namespaceTag = "*"
+)
+
+// ErrInvalidTag means a tag is empty, longer than 128 bytes, holds a byte
+// outside the namespace alphabet (ASCII letters, digits, '_', '-', '.', '/')
+// and ':', or that more than 32 tags were given to one entry.
+var ErrInvalidTag = errors.New("cache: invalid tag")
+
+// checkTag validates one tag.
+func checkTag(t string) error {
+	if t == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidTag)
+	}
+	if len(t) > maxTagBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidTag, len(t), maxTagBytes)
+	}
+	for i := 0; i < len(t); i++ {
+		if b := t[i]; !namespaceByte(b) && b != ':' {
+			return fmt.Errorf("%w: %q: byte %q at %d is not a letter, a digit, a colon or one of _ - . /", ErrInvalidTag, t, b, i)
+		}
+	}
+	return nil
+}
+
+// checkTags validates tags for one entry (or one invalidation).
+func checkTags(tags []string) error {
+	if len(tags) > maxTags {
+		return fmt.Errorf("%w: %d tags, limit %d", ErrInvalidTag, len(tags), maxTags)
+	}
+	for _, t := range tags {
+		if err := checkTag(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markSlot is one mark as this process knows it: at least the mark as it
+// was when the read that vouches for it was sent.
+type markSlot struct {
+	hard, soft atomic.Uint64
+	// sent is when (ns on marks' monotonic clock) the latest read whose
+	// answer is in hard and soft was sent; 0: never read.
+	sent atomic.Int64
+	// refreshing is set while a background re-read is under way.
+	refreshing atomic.Bool
+}
+
+// raise records m, read by a request sent at sent (0: an announcement,
+// which vouches for nothing). Marks are raised before sent, and read after
+// it, so whoever trusts sent sees marks at least as high.
+func (s *markSlot) raise(m mark, sent int64) {
+	raise(&s.hard, m.hard)
+	raise(&s.soft, m.soft)
+	if sent > 0 {
+		for {
+			cur := s.sent.Load()
+			if cur >= sent || s.sent.CompareAndSwap(cur, sent) {
+				break
+			}
+		}
+	}
+}
+
+// against judges an entry of generation gen.
+func (s *markSlot) against(gen uint64) invState {
+	switch {
+	case s.hard.Load() > gen:
+		return invHard
+	case s.soft.Load() > gen:
+		return invSoft
+	}
+	return invValid
+}
+
+// marks is a process's cache of the marks it has used.
+type marks struct {
+	// trust is InvalidationWait; local says the marks are this process's
+	// own (process-local mode): always current, never read.
+	trust time.Duration
+	local bool
+	base  time.Time    // the monotonic clock's origin
+	clock func() int64 // nil: time since base; tests move their own
+	ns    markSlot     // the namespace's (Clear)
+	tags  sync.Map     // tag -> *markSlot
+	n     atomic.Int64
+	epoch atomic.Uint64 // raised when tags is dropped
+	reads singleflight.Group[struct{}]
+	// read reads marks from the store; spawn runs a background refresh
+	// (at most one per name at a time, stopped by Close).
+	read  func(ctx context.Context, tags []string) ([]mark, error)
+	spawn func(name string, work func(ctx context.Context))
+	// available reports whether the store may be asked (the breaker).
+	available func() bool
+}
+
+// monoAt is t on marks' monotonic clock when t is a reading of the real
+// clock (time.Now, with its monotonic part), else 0 (a zero t too).
+func (m *marks) monoAt(t time.Time, real bool) int64 {
+	if !real || m.clock != nil || t.IsZero() {
+		return 0
+	}
+	return max(int64(t.Sub(m.base)), 1)
+}
+
+// mono is the time on marks' monotonic clock, never 0.
+func (m *marks) mono() int64 {
+	if m.clock != nil {
+		return max(m.clock(), 1)
+	}
+	return max(int64(time.Since(m.base)), 1)
+}
+
+// slot returns tag's slot ("" is the namespace's), creating it.
+func (m *marks) slot(tag string) *markSlot {
+	if tag == "" {
+		return &m.ns
+	}
+	if s, ok := m.tags.Load(tag); ok {
+		return s.(*markSlot)
+	}
+	if !m.local && m.n.Load() >= maxMarkSlots {
+		m.epoch.Add(1) // before: a stamp resolved now is checked anew
+		m.tags.Clear() // re-read as needed; never in local mode, where slots are the truth
+		m.n.Store(0)
+	}
+	s, loaded := m.tags.LoadOrStore(tag, new(markSlot))
+	if !loaded {
+		m.n.Add(1)
+	}
+	return s.(*markSlot)
+}
+
+// resolve returns st with its tags' slots looked up, for an entry that
+// will be checked many times (L1).
+func (m *marks) resolve(st stamp) stamp {
+	if len(st.tags) == 0 {
+		return st
+	}
+	st.epoch = m.epoch.Load()
+	st.slots = make([]*markSlot, len(st.tags))
+	for i, t := range st.tags {
+		st.slots[i] = m.slot(t)
+	}
+	return st
+}
+
+// check judges st against the marks of the namespace and of its tags,
+// reading those not vouched for by a read sent less than trust ago (again,
+// up to maxMarkReads times, while the answers come too late or fail). An
+// error comes with invUnknown: they could not be vouched for.
+func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
+	return m.checkAt(ctx, st, 0)
+}
+
+// checkAt is check with the monotonic time now (on marks' clock) when the
+// caller has it (0: read the clock), saving a clock read on the hit path.
+func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, error) {
+	slots := st.slots
+	if len(st.tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
+		slots = m.resolve(st).slots
+	}
+	if m.local {
+		state := m.ns.against(st.gen)
+		for _, s := range slots {
+			state = max(state, s.against(st.gen))
+		}
+		return state, nil
+	}
+	if now <= 0 {
+		now = m.mono()
+	}
+	state := invValid
+	var unsure []string
+	look := func(tag string, s *markSlot) {
+		if sent := s.sent.Load(); sent == 0 || now-sent >= int64(m.trust) {
+			unsure = append(unsure, tag)
+			return
+		} else if now-sent >= int64(m.trust)/2 && !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
+			m.refreshAsync(tag, s)
+		}
+		state = max(state, s.against(st.gen))
+	}
+	look("", &m.ns)
+	for i, t := range st.tags {
+		look(t, slots[i])
+	}
+	if len(unsure) == 0 {
+		return state, nil
+	}
+	if state == invHard {
+		return state, nil
+	}
+	var err error
+	for range maxMarkReads {
+		if m.available != nil && !m.available() {
+			return invUnknown, fmt.Errorf("cache: invalidation marks: %w", ErrUnavailable)
+		}
+		if err = m.refresh(ctx, unsure); err == nil {
+			if vouched, s := m.vouched(unsure, st.gen); vouched {
+				return max(state, s), nil
+			}
+			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.trust)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return invUnknown, err
+}
+
+// maxMarkReads bounds the reads of one check whose answers came too late
+// (a load spike) or failed, before the entry is judged invUnknown.
+const maxMarkReads = 4
+
+// vouched reports whether the marks of tags are all vouched for by reads
+// sent less than trust ago, and judges gen against them.
+func (m *marks) vouched(tags []string, gen uint64) (bool, invState) {
+	now := m.mono()
+	state := invValid
+	for _, t := range tags {
+		s := m.slot(t)
+		if now-s.sent.Load() >= int64(m.trust) {
+			return false, state
+		}
+		state = max(state, s.against(gen))
+	}
+	return true, state
+}
+
+// refresh reads the marks of tags in one round trip shared by the callers
+// asking for the same tags, bounded by trust: a later answer could not be
+// trusted anyway.
+func (m *marks) refresh(ctx context.Context, tags []string) error {
+	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.trust)
+		defer cancel()
+		sent := m.mono()
+		got, err := m.read(ctx, tags)
+		if err != nil {
+			return struct{}{}, err
+		}
+		for i, t := range tags {
+			m.slot(t).raise(got[i], sent)
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// refreshAsync re-reads tag's mark in the background, before its trust
+// runs out, so that a hot tag's hits never wait for it.
+func (m *marks) refreshAsync(tag string, s *markSlot) {
+	m.spawn("\x00marks "+tag, func(ctx context.Context) {
+		defer s.refreshing.Store(false)
+		_ = m.refresh(ctx, []string{tag})
+	})
+}
+
+// raiseAll records an invalidation of tags (nil: the namespace) at gen,
+// made or announced, without vouching for anything else.
+func (m *marks) raiseAll(tags []string, gen uint64, soft bool) {
+	mk := mark{hard: gen}
+	if soft {
+		mk = mark{soft: gen}
+	}
+	if tags == nil {
+		m.ns.raise(mk, 0)
+		return
+	}
+	for _, t := range tags {
+		m.slot(t).raise(mk, 0)
+	}
+}
+
+// announcement is the payload that tells other replicas of an invalidation
+// at gen: "\x00" kind gen tags..., kind 'h' or 's', the namespace as "*".
+func announcement(tags []string, gen uint64, soft bool) string {
+	var b strings.Builder
+	b.WriteString("\x00")
+	if soft {
+		b.WriteString("s ")
+	} else {
+		b.WriteString("h ")
+	}
+	fmt.Fprint(&b, gen)
+	if tags == nil {
+		b.WriteString(" " + namespaceTag)
+	}
+	for _, t := range tags {
+		b.WriteString(" " + t)
+	}
+	return b.String()
+}
+
+// announced applies another replica's announcement; anything malformed is
+// ignored (the marks are read anyway when their trust runs out).
+func (m *marks) announced(payload string) {
+	f := strings.Fields(payload[1:])
+	if len(f) < 3 || (f[0] != "h" && f[0] != "s") {
+		return
+	}
+	var gen uint64
+	if _, err := fmt.Sscan(f[1], &gen); err != nil {
+		return
+	}
+	for _, t := range f[2:] {
+		switch {
+		case t == namespaceTag:
+			m.raiseAll(nil, gen, f[0] == "s")
+		case checkTag(t) == nil:
+			m.raiseAll([]string{t}, gen, f[0] == "s")
+		}
+	}
+}
