@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
+// errOriginDown is what the origin answers, at once, while it is failing.
+var errOriginDown = errors.New("origin: failing (injected)")
+
 // origin is the expensive upstream every strategy protects: it sleeps for
 // its latency, counts calls and tracks its peak concurrency, and remembers
-// when each key was computed so that calls can be grouped into expiries.
+// when each key was computed (so that calls can be grouped into expiries)
+// and when each compute returned (so that a waiter's return can be timed
+// from the fill it waited for).
 type origin struct {
 	latency time.Duration
 	value   []byte
@@ -18,9 +24,11 @@ type origin struct {
 	calls    atomic.Int64
 	inflight atomic.Int64
 	peak     atomic.Int64
+	failing  atomic.Bool // answer errOriginDown at once, as an origin that is down
 
-	mu    sync.Mutex
-	times map[string][]time.Time
+	mu      sync.Mutex
+	times   map[string][]time.Time
+	returns map[string]time.Time // key -> when its latest successful compute returned
 }
 
 func newOrigin(latency time.Duration, valueSize int) *origin {
@@ -28,7 +36,7 @@ func newOrigin(latency time.Duration, valueSize int) *origin {
 	for i := range v {
 		v[i] = byte('a' + i%26)
 	}
-	return &origin{latency: latency, value: v, times: make(map[string][]time.Time)}
+	return &origin{latency: latency, value: v, times: make(map[string][]time.Time), returns: make(map[string]time.Time)}
 }
 
 func (o *origin) fetch(ctx context.Context, key string) ([]byte, error) {
@@ -44,14 +52,28 @@ func (o *origin) fetch(ctx context.Context, key string) ([]byte, error) {
 	o.mu.Lock()
 	o.times[key] = append(o.times[key], time.Now())
 	o.mu.Unlock()
+	if o.failing.Load() {
+		return nil, errOriginDown
+	}
 	t := time.NewTimer(o.latency)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		o.mu.Lock()
+		o.returns[key] = time.Now()
+		o.mu.Unlock()
 		return o.value, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// lastReturn is when the latest successful compute of key returned (zero
+// if none did).
+func (o *origin) lastReturn(key string) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.returns[key]
 }
 
 // expiries groups each key's calls into expiries: calls that start within
