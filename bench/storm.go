@@ -129,6 +129,9 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 	}
 	defer s.close()
 
+	if err := primeFootprint(ctx, admin, env.prefix); err != nil {
+		return Result{}, fmt.Errorf("redis footprint: %w", err)
+	}
 	beforeCmds, before, _ := commandStats(ctx, admin)
 	rec := newRecorder(cfg.replicas)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
