@@ -26,9 +26,10 @@ type origin struct {
 	peak     atomic.Int64
 	failing  atomic.Bool // answer errOriginDown at once, as an origin that is down
 
-	mu      sync.Mutex
-	times   map[string][]time.Time
-	returns map[string]time.Time // key -> when its latest successful compute returned
+	mu    sync.Mutex
+	times map[string][]time.Time
+
+	returns sync.Map // key -> *atomic.Int64: when its latest successful compute returned (Unix ns)
 }
 
 func newOrigin(latency time.Duration, valueSize int) *origin {
@@ -36,7 +37,7 @@ func newOrigin(latency time.Duration, valueSize int) *origin {
 	for i := range v {
 		v[i] = byte('a' + i%26)
 	}
-	return &origin{latency: latency, value: v, times: make(map[string][]time.Time), returns: make(map[string]time.Time)}
+	return &origin{latency: latency, value: v, times: make(map[string][]time.Time)}
 }
 
 func (o *origin) fetch(ctx context.Context, key string) ([]byte, error) {
@@ -59,9 +60,11 @@ func (o *origin) fetch(ctx context.Context, key string) ([]byte, error) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		o.mu.Lock()
-		o.returns[key] = time.Now()
-		o.mu.Unlock()
+		at, ok := o.returns.Load(key)
+		if !ok {
+			at, _ = o.returns.LoadOrStore(key, new(atomic.Int64))
+		}
+		at.(*atomic.Int64).Store(time.Now().UnixNano())
 		return o.value, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -71,9 +74,10 @@ func (o *origin) fetch(ctx context.Context, key string) ([]byte, error) {
 // lastReturn is when the latest successful compute of key returned (zero
 // if none did).
 func (o *origin) lastReturn(key string) time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.returns[key]
+	if at, ok := o.returns.Load(key); ok {
+		return time.Unix(0, at.(*atomic.Int64).Load())
+	}
+	return time.Time{}
 }
 
 // expiries groups each key's calls into expiries: calls that start within
