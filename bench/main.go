@@ -72,7 +72,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "duration of each strategy's run")
 	fs.DurationVar(&cfg.think, "think", 10*time.Millisecond, "mean pause of a caller between requests (0: none)")
 	fs.IntVar(&cfg.valueSize, "value-size", 256, "value size in bytes")
-	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2 minutes per key distribution)")
+	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution)")
 	strats := fs.String("strategies", "all", "comma-separated strategies of the storm scenario, or all: "+strings.Join(strategyNames(), ", "))
 	dists := fs.String("dists", "hot,zipf", "key distributions: hot, zipf")
 	fs.IntVar(&cfg.httpInstances, "http-instances", 4, "server instances of the http scenario")

@@ -80,7 +80,7 @@ func ratio(name, scenario, keys, a, b string, value func(result) float64) figure
 }
 
 func p99(keys, strategy string) figure {
-	return figure{fmt.Sprintf("caller p99, %s, %s key(s), origin 50 ms", strategy, keys), " ms",
+	return figure{fmt.Sprintf("caller p99, %s, %s key(s)", strategy, keys), " ms",
 		func(r report) (float64, bool) {
 			x, ok := r.find("storm", keys, strategy)
 			return x.Latency.P99, ok
@@ -129,7 +129,7 @@ func main() {
 
 func run(paths []string, out io.Writer) error {
 	if len(paths) == 0 {
-		return errors.New("usage: headline results.json...")
+		return errors.New("usage: headline results.json [results.json ...]")
 	}
 	var runs []report
 	for _, p := range paths {
