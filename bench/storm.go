@@ -189,10 +189,6 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 	progress.stop()
 	end := heapNow()
 	afterCmds, after, _ := commandStats(ctx, admin)
-	fp, err := redisFootprint(ctx, admin, env.prefix)
-	if err != nil {
-		return Result{}, fmt.Errorf("redis footprint: %w", err)
-	}
 	h := rec.merged()
 	res := Result{
 		Scenario: "storm", Strategy: def.name, Keys: dist.name, Description: def.description,
@@ -208,9 +204,17 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 		Outcomes:      rec.outcomeMap(),
 		RedisCommands: commandsBetween(before, after),
 		HeapWarmMB:    warm.mb, HeapEndMB: end.mb,
-		RedisKeys: fp.keys, RedisBytesKey: fp.bytesPerKey,
 		cdf: cdf(h),
 	}
+	// The origin's figures are read above, before the footprint deletes the
+	// run's keys: a process whose callers have gone may still be waiting
+	// for a key, detached from them, and would recompute a key it finds
+	// deleted; that call is not the run's.
+	fp, err := redisFootprint(ctx, admin, env.prefix)
+	if err != nil {
+		return Result{}, fmt.Errorf("redis footprint: %w", err)
+	}
+	res.RedisKeys, res.RedisBytesKey = fp.keys, fp.bytesPerKey
 	res.FillToWaiter, res.FillSamples = rec.fillLatency()
 	res.finish(elapsed - cfg.duration/5)
 	// Commands per request over every request of the run, cold start
