@@ -181,6 +181,7 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 			c.l1put(key, e, version)
 			b.give(key)(c.hit(ctx, key, e, now, false))
 		case verdictEarly:
+			c.l1put(key, e, version)
 			c.refreshAsync(key, e, fn)
 			b.give(key)(c.answer(ctx, key, e.loaded(Hit), nil))
 		case verdictStale:
@@ -235,7 +236,7 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 		c.lead(dctx, tasks, fn)
 		for _, t := range tasks {
 			if t.res.cacheable(t.err) {
-				c.l1put(t.k.key, entry[V]{value: t.res.value, w: t.res.w, negative: t.res.negative}, version)
+				c.l1put(t.k.key, t.res.entry(), version)
 			}
 			b.give(t.k.key)(c.answer(ctx, t.k.key, t.res, t.err))
 		}

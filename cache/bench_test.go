@@ -68,12 +68,22 @@ func hitImpls[V any](b *testing.B, v V) []struct {
 	if err := rdb.Set(ctx, rawKey, raw, time.Hour).Err(); err != nil {
 		b.Fatal(err)
 	}
+	fn := func(context.Context) (V, error) { return v, nil }
+	// The Redis budget's cost, side by side: none at all; a client that
+	// honours context deadlines (the step runs inline); go-redis' defaults
+	// (the step hops to a goroutine of its own), the "stampede" row.
+	unbudgeted := newCache[V](b, rdb, cache.Options{Namespace: ns, TTL: time.Hour, RedisTimeout: -1})
+	ctxRdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(b), ContextTimeoutEnabled: true})
+	b.Cleanup(func() { _ = ctxRdb.Close() })
+	inline := newCache[V](b, ctxRdb, cache.Options{Namespace: ns, TTL: time.Hour})
 	return []struct {
 		name string
 		g    getter
 	}{
 		{"raw-get", rawGet{rdb: rdb, key: rawKey}},
-		{"stampede", cacheGet[V]{c: c, fn: func(context.Context) (V, error) { return v, nil }}},
+		{"stampede", cacheGet[V]{c: c, fn: fn}},
+		{"stampede-no-budget", cacheGet[V]{c: unbudgeted, fn: fn}},
+		{"stampede-ctx-deadlines", cacheGet[V]{c: inline, fn: fn}},
 	}
 }
 

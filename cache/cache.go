@@ -129,15 +129,37 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 func (c *Cache[V]) now() time.Time { return c.clock() }
 
 // l1put stores e, read at L1's version, in L1 when L1 is on and in sync
-// with the invalidations.
-func (c *Cache[V]) l1put(key string, e entry[V], version uint64) {
-	if c.l1 != nil && c.synced.Load() {
-		c.l1.put(key, e, c.now(), version)
-	}
+// with the invalidations; it reports whether it did.
+func (c *Cache[V]) l1put(key string, e entry[V], version uint64) bool {
+	return c.l1 != nil && c.synced.Load() && c.l1.put(key, e, c.now(), version)
 }
 
-// invalidationChannel carries Set and Delete of any key of the namespace,
-// for the L1 tiers of every replica.
+// l1version is L1's version now (0 when L1 is off).
+func (c *Cache[V]) l1version() uint64 {
+	if c.l1 == nil {
+		return 0
+	}
+	return c.l1.version()
+}
+
+// filledHere brings this replica's L1 up to a fill it stored (other
+// replicas hear of it from the fill script's announcement, which this one
+// skips): the value l, when L1 may hold it, is put at version, taken before
+// the fill was sent; otherwise, or when that put is refused (a newer write
+// came, or a read in flight disagrees), the key is dropped, so that no
+// older value stays.
+func (c *Cache[V]) filledHere(key string, l loaded[V], err error, version uint64) {
+	if c.l1 == nil {
+		return
+	}
+	if l.cacheable(err) && c.l1put(key, l.entry(), version) {
+		return
+	}
+	c.l1.invalidate(key)
+}
+
+// invalidationChannel carries every fill, Set and Delete of any key of the
+// namespace, for the L1 tiers of every replica.
 func (c *Cache[V]) invalidationChannel() string {
 	return "stampede:{" + c.opts.Namespace + "}:invalidate"
 }

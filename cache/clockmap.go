@@ -28,8 +28,13 @@ type clockEntry[V any] struct {
 	key     string
 	e       entry[V]
 	expires int64 // unix nanoseconds
-	slot    int
-	used    atomic.Bool
+	// tick is when the entry was put, on the L1 version counter (0 in
+	// the process-local store).
+	tick uint64
+	// tombstone: not a value, only what an L1 put refused (see l1.put).
+	tombstone bool
+	slot      int
+	used      atomic.Bool
 }
 
 func newClockMap[V any](size int) *clockMap[V] {
@@ -55,7 +60,7 @@ func (c *clockMap[V]) get(key string, now int64) (entry[V], bool) {
 	var e entry[V]
 	var expires int64
 	if ok {
-		e, expires = ce.e, ce.expires
+		e, expires, ok = ce.e, ce.expires, !ce.tombstone
 	}
 	s.mu.RUnlock()
 	if !ok || now >= expires {
@@ -67,32 +72,39 @@ func (c *clockMap[V]) get(key string, now int64) (entry[V], bool) {
 	return e, true
 }
 
-// putLocked stores e until expires in s, evicting by CLOCK when s is full;
-// call with s.mu held.
-func (s *clockShard[V]) putLocked(key string, e entry[V], expires int64) {
+// putLocked stores e until expires in s, put at tick, evicting by CLOCK
+// when s is full; it returns the key evicted, if one was. Call with s.mu
+// held.
+func (s *clockShard[V]) putLocked(key string, e entry[V], expires int64, tick uint64) (evicted string, ok bool) {
+	return s.storeLocked(key, e, expires, tick, false)
+}
+
+// storeLocked is putLocked for a value or a tombstone.
+func (s *clockShard[V]) storeLocked(key string, e entry[V], expires int64, tick uint64, tombstone bool) (evicted string, ok bool) {
 	if old, ok := s.m[key]; ok {
-		old.e, old.expires = e, expires
+		old.e, old.expires, old.tick, old.tombstone = e, expires, tick, tombstone
 		old.used.Store(true)
-		return
+		return "", false
 	}
-	ce := &clockEntry[V]{key: key, e: e, expires: expires}
+	ce := &clockEntry[V]{key: key, e: e, expires: expires, tick: tick, tombstone: tombstone}
 	if len(s.ring) < s.limit {
 		ce.slot = len(s.ring)
 		s.ring = append(s.ring, ce)
 		s.m[key] = ce
-		return
+		return "", false
 	}
 	for { // CLOCK: clear the used bit until a slot whose entry was not used since
 		victim := s.ring[s.hand]
 		if victim == nil || !victim.used.Swap(false) {
 			if victim != nil {
 				delete(s.m, victim.key)
+				evicted, ok = victim.key, true
 			}
 			ce.slot = s.hand
 			s.ring[s.hand] = ce
 			s.m[key] = ce
 			s.hand = (s.hand + 1) % s.limit
-			return
+			return evicted, ok
 		}
 		s.hand = (s.hand + 1) % s.limit
 	}
@@ -102,8 +114,18 @@ func (s *clockShard[V]) putLocked(key string, e entry[V], expires int64) {
 func (c *clockMap[V]) put(key string, e entry[V], expires int64) {
 	s := c.shard(key)
 	s.mu.Lock()
-	s.putLocked(key, e, expires)
+	s.putLocked(key, e, expires, 0)
 	s.mu.Unlock()
+}
+
+// liveLocked returns key's entry (or tombstone) while now (unix
+// nanoseconds) is before its expiry; call with s.mu held.
+func (s *clockShard[V]) liveLocked(key string, now int64) (*clockEntry[V], bool) {
+	ce, ok := s.m[key]
+	if !ok || now >= ce.expires {
+		return nil, false
+	}
+	return ce, true
 }
 
 // deleteLocked removes key from s; call with s.mu held.

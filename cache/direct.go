@@ -83,13 +83,13 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V) error {
 		return fmt.Errorf("cache: set %q: %w", key, ErrUnavailable)
 	}
 	e := entry[V]{value: v, w: c.policy.Write(c.now(), 0, rand.Float64())}
+	version := c.l1version() // before the write: no read before it can see v
 	err := c.store.set(ctx, c.keysFor(key), e)
 	c.forgetLocal(key)
-	if c.l1 != nil {
+	// v goes into L1 at a version from before the write, so that a newer
+	// write announced meanwhile keeps it out; refused, the key is dropped.
+	if c.l1 != nil && (err != nil || !c.l1put(key, e, version)) {
 		c.l1.invalidate(key)
-		if err == nil {
-			c.l1put(key, e, c.l1.version())
-		}
 	}
 	return err
 }

@@ -38,7 +38,12 @@ func checkCodec[V any](codec Codec) error {
 }
 
 // encodeEntry turns an entry into an envelope for Redis.
-func (c *Cache[V]) encodeEntry(e entry[V]) ([]byte, error) {
+func (c *Cache[V]) encodeEntry(e entry[V]) ([]byte, error) { return c.encodeEntryRaw(e, "") }
+
+// encodeEntryRaw is encodeEntry with e.value already encoded as raw, when
+// raw is not empty: a previous value re-armed keeps the bytes it was stored
+// with, and the codec is not called.
+func (c *Cache[V]) encodeEntryRaw(e entry[V], raw string) ([]byte, error) {
 	env := envelope{
 		Type:          c.typeTag,
 		Created:       toMillis(e.w.Created),
@@ -50,17 +55,21 @@ func (c *Cache[V]) encodeEntry(e entry[V]) ([]byte, error) {
 	if e.failSafe {
 		env.Flags |= flagFailSafe
 	}
-	if e.negative {
+	switch {
+	case e.negative:
 		env.Flags |= flagNegative
-	} else {
+	case raw != "":
+		// A read-only view: encodeEnvelope copies it into the envelope.
+		env.Value = unsafe.Slice(unsafe.StringData(raw), len(raw))
+	default:
 		b, err := c.opts.Codec.Marshal(&e.value)
 		if err != nil {
 			return nil, fmt.Errorf("%w: encode: %w", ErrCodec, err)
 		}
-		if len(b) > c.opts.MaxValueBytes {
-			return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Options.MaxValueBytes)", ErrValueTooLarge, len(b), c.opts.MaxValueBytes)
-		}
 		env.Value = b
+	}
+	if len(env.Value) > c.opts.MaxValueBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Options.MaxValueBytes)", ErrValueTooLarge, len(env.Value), c.opts.MaxValueBytes)
 	}
 	return encodeEnvelope(&env)
 }
@@ -104,5 +113,8 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	e.took = time.Duration(env.ComputeMicros) * time.Microsecond
 	e.negative = env.Flags&flagNegative != 0
 	e.failSafe = env.Flags&flagFailSafe != 0
+	if c.l1 != nil {
+		e.stamp = c.l1.stamp(s)
+	}
 	return e, true, nil
 }

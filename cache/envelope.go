@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // The envelope is what the cache stores under {ns:k}:v, and what a fill
@@ -107,6 +108,16 @@ func (e envelope) check() error {
 		return fmt.Errorf("%w: inconsistent times", errCorrupt)
 	}
 	return nil
+}
+
+// envelopeValue returns the value part of an envelope that decodes (a
+// substring of it, no copy), or "" for anything else.
+func envelopeValue(s string) string {
+	env, err := decodeEnvelope(unsafe.Slice(unsafe.StringData(s), len(s)))
+	if err != nil {
+		return ""
+	}
+	return s[len(s)-len(env.Value):]
 }
 
 // isEnvelope reports whether a notification's payload is an envelope (a

@@ -41,6 +41,11 @@ var (
 	// is an error like any other. For a GetOrComputeMany function it covers
 	// every key of the call.
 	ErrUnchanged = errors.New("cache: unchanged since the previous value")
+	// ErrRedisTimeout means one Redis step (a command, a script or a
+	// pipeline) ran past Options.RedisTimeout. It counts as a Redis failure:
+	// the call goes on without Redis, and enough of them in a row open the
+	// circuit breaker.
+	ErrRedisTimeout = errors.New("cache: Redis step ran past RedisTimeout")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say

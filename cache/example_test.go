@@ -41,6 +41,10 @@ func ExampleCache_GetOrCompute() {
 		Namespace: "example-reports",
 		TTL:       time.Minute,      // fresh for this long
 		Stale:     10 * time.Minute, // then served stale while one caller refreshes
+		// Each Redis step gets this long before the call goes on without
+		// Redis (default 100ms; generous here, as these examples also run
+		// under the race detector).
+		RedisTimeout: time.Second,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -65,8 +69,9 @@ func ExampleCache_Fetch() {
 	defer done()
 
 	// Two replicas of a service: two caches, one namespace.
-	a, _ := cache.New[string](rdb, cache.Options{Namespace: "example-fetch"})
-	b, _ := cache.New[string](rdb, cache.Options{Namespace: "example-fetch"})
+	opts := cache.Options{Namespace: "example-fetch", RedisTimeout: time.Second}
+	a, _ := cache.New[string](rdb, opts)
+	b, _ := cache.New[string](rdb, opts)
 	defer a.Close()
 	defer b.Close()
 	ctx := context.Background()

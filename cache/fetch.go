@@ -16,16 +16,23 @@ type loaded[V any] struct {
 	cause    error // Result.Err: the origin's error a stale value answered for, or why the value was not stored
 	// w are the value's windows when it is stored (for L1).
 	w stale.Windows
+	// stamp identifies the stored envelope, for L1 (0: unknown).
+	stamp uint64
 }
 
 // loaded hands e to callers with outcome o; a fail-safe value always
 // answers as Stale, saying so in Result.Err.
 func (e entry[V]) loaded(o Outcome) loaded[V] {
-	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w}
+	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp}
 	if e.failSafe {
 		l.outcome, l.cause = Stale, ErrFailSafe
 	}
 	return l
+}
+
+// entry is what a cacheable load puts into L1.
+func (l loaded[V]) entry() entry[V] {
+	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp}
 }
 
 // cacheable reports whether a load's answer may go into L1: a value fresh
@@ -83,6 +90,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 		c.l1put(key, e, version)
 		return c.hit(ctx, key, e, now, false)
 	case verdictEarly:
+		c.l1put(key, e, version) // fresh: served from L1 until the refresh's fill invalidates it
 		c.refreshAsync(key, e, one(key, fn))
 		return c.answer(ctx, key, e.loaded(Hit), nil)
 	case verdictStale:
@@ -105,19 +113,22 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 	led := false
 	r, _, err := c.sf.Do(ctx, key, func(sctx context.Context) (loaded[V], error) {
 		led = true
-		return load(sctx)
+		r, err := load(sctx)
+		// Only the leader puts into L1: version is the leader's own, from
+		// before its read; a joiner's is from its own start, which may be
+		// after a write the load's read did not see. The put comes before
+		// any caller returns: a caller answered with r before r is in L1
+		// would let an older read's put in behind its back.
+		if r.cacheable(err) {
+			c.l1put(key, r.entry(), version)
+		}
+		return r, err
 	})
 	if r.outcome == 0 { // this caller's wait ended early, or the load failed before an outcome
 		return Result[V]{}, err
 	}
 	if !led && r.outcome == Miss {
 		r.outcome = Shared
-	}
-	// Only the leader puts into L1: version is the leader's own, from
-	// before its read; a joiner's is from its own start, which may be after
-	// a write the load's read did not see.
-	if led && r.cacheable(err) {
-		c.l1put(key, entry[V]{value: r.value, w: r.w, negative: r.negative}, version)
 	}
 	return c.answer(ctx, key, r, err)
 }

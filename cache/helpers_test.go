@@ -32,6 +32,13 @@ func newCache[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options
 	if opts.Logger == nil { // the library logs to slog.Default by default: keep test output readable
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.RedisTimeout == 0 {
+		// The suite runs under the race detector on a shared 2-core machine,
+		// where one Redis step can stall past the 100 ms default budget and
+		// turn a test's one compute into a degraded one. Tests of the budget
+		// (budget_test.go) set it explicitly.
+		opts.RedisTimeout = testRedisTimeout
+	}
 	c, err := cache.New[V](rdb, opts)
 	if err != nil {
 		t.Fatal(err)

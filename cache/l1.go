@@ -12,9 +12,11 @@ import (
 //
 // Versions keep an invalidated value out: every put carries the version
 // that [l1.version] gave before the read that produced the entry started,
-// and an invalidation raises its key's floor past every version handed out
-// so far. A put below its key's floor (a read that raced a Set or Delete)
-// is dropped. Floors are kept per slot of a fixed table (a key shares its
+// and an invalidation (a Set, Delete or fill here or on another replica)
+// raises its key's floor past every version handed out so far. A put below
+// its key's floor (a read that raced a write) is dropped. Announcements only
+// invalidate: they never install a value, so an old announcement arriving
+// late cannot replace a newer one. Floors are kept per slot of a fixed table (a key shares its
 // slot with others: a put is at worst dropped needlessly), so they cost no
 // memory per key.
 type l1[V any] struct {
@@ -46,21 +48,52 @@ func (c *l1[V]) get(key string, now time.Time) (entry[V], bool) {
 }
 
 // put stores a fresh entry read at version until min(now + ttl, its
-// fresh-until), unless an invalidation of key came since version.
-func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) {
+// fresh-until), unless an invalidation of key came since version. It
+// reports whether e was stored.
+//
+// Two reads of key in flight at once may return different values (a fill
+// happened between them, and its announcement is not here yet), and their
+// puts may come in either order: the later put cannot tell which value is
+// newer, and the reader of the newer one may already have answered its
+// caller. So every put leaves a trace: the entry, or, when the floor
+// refuses it, a tombstone with its stamp. A put that finds a live entry or
+// tombstone left after its own read started (both carry the tick of their
+// put) with another stamp (another envelope, or one of unknown origin)
+// installs nothing: it drops the key and raises its floor, and the next
+// read goes to Redis. A put that finds a trace left before its read started
+// replaces it: its read began after that one's ended, so it saw the same
+// value or a newer one. An eviction raises the evicted key's floor, so that
+// a put of an older read cannot take the place of a newer value evicted.
+func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool {
 	exp := min(now.Add(c.ttl).UnixNano(), e.w.FreshUntil.UnixNano())
 	if exp <= now.UnixNano() {
-		return
+		return false
 	}
+	floor := c.floor(key)
 	s := c.m.shard(key)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, live := s.liveLocked(key, now.UnixNano())
+	if live && old.tick > version && (e.stamp == 0 || old.e.stamp != e.stamp) {
+		raise(floor, c.seq.Add(1))
+		s.deleteLocked(key)
+		return false
+	}
 	// Checked under the shard's lock: invalidate raises the floor before it
 	// takes the lock to delete, so a put either sees the floor or is deleted.
-	if version >= c.floor(key).Load() && version >= c.cleared.Load() {
-		s.putLocked(key, e, exp)
+	refused := version < floor.Load() || version < c.cleared.Load()
+	if refused && live && old.tick > version {
+		return false // a concurrent read of the same envelope left its trace
 	}
-	s.mu.Unlock()
+	if evicted, ok := s.storeLocked(key, e, exp, c.seq.Add(1), refused); ok {
+		raise(c.floor(evicted), c.seq.Add(1))
+	}
+	return !refused
 }
+
+// stamp identifies an envelope read from Redis, so that two puts can tell
+// whether they carry the same one; it is never 0 (0: unknown).
+func (c *l1[V]) stamp(envelope string) uint64 { return maphash.String(c.seed, envelope) | 1 }
 
 // invalidate drops key and keeps out every put of a read that started
 // before this call.
@@ -87,3 +120,6 @@ func raise(a *atomic.Uint64, v uint64) {
 }
 
 func (c *l1[V]) len() int { return c.m.len() }
+
+// stampBytes is stamp for an envelope being written.
+func (c *l1[V]) stampBytes(envelope []byte) uint64 { return maphash.Bytes(c.seed, envelope) | 1 }

@@ -15,6 +15,9 @@ type task[V any] struct {
 	k     keys
 	claim claim[V]
 	prev  *entry[V] // answers if the compute fails (stale-if-error)
+	// prevRaw is prev's value as encoded in the store, when the claim
+	// brought it (see claim.raw); "" when unknown.
+	prevRaw string
 	// after: a refresh of the entry created then; an entry found created
 	// after it is someone else's newer fill (zero on a miss).
 	after time.Time
@@ -46,6 +49,7 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 	}
 	done := make([]bool, len(tasks))
 	now := c.now()
+	raws := fromClaims(cls) // the entries handed out are the claims': their raw bytes match
 	err := reread(ctx, c.store, ks, cls, func(i int, e entry[V], found bool) {
 		if !found {
 			return
@@ -63,7 +67,10 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 			return
 		}
 		if state != stale.Gone {
-			t.prev = &e
+			t.prev, t.prevRaw = &e, ""
+			if raws {
+				t.prevRaw = cls[i].raw
+			}
 		}
 	})
 	var todo []*task[V]
@@ -186,27 +193,32 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 	for i, t := range tasks {
 		t.res, t.err = c.computedFor(t.k.key, r, t.prev, Miss, now)
 		var e entry[V]
+		var raw string // the value as stored already, when it is the previous one
 		switch {
 		case t.err == nil && t.res.outcome == Miss:
 			e = entry[V]{value: t.res.value, w: r.policy.Write(now, 0, rand.Float64()), took: r.took}
+			if errors.Is(r.err, ErrUnchanged) { // the previous value, revalidated
+				raw = t.prevRaw
+			}
 		case errors.Is(t.err, ErrNotFound):
 			e = entry[V]{w: c.policy.WriteNegative(now), negative: true}
 		case t.err == nil && t.res.outcome == Stale && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh &&
 			!errors.Is(t.res.cause, context.Canceled):
 			// A compute cancelled (by Close) did not find the origin failing.
 			// A failed early refresh leaves a fresh value alone.
-			e = *t.prev
+			e, raw = *t.prev, t.prevRaw
 			e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 			c.stats.failSafe.Add(1)
 			c.logRare(ctx, slog.LevelWarn, "stampede: compute failed; the stale value answers for the fleet until the fail-safe throttle ends", t.k.key, t.res.cause)
 		default:
 			continue
 		}
-		reqs, filling = append(reqs, fillReq[V]{k: t.k, claim: t.claim, e: e}), append(filling, i)
+		reqs, filling = append(reqs, fillReq[V]{k: t.k, claim: t.claim, e: e, raw: raw}), append(filling, i)
 	}
 	if len(reqs) == 0 {
 		return
 	}
+	version := c.l1version() // before the fill: no read before it can see the value
 	for i, fr := range c.store.fillMany(ctx, reqs) {
 		t := tasks[filling[i]]
 		settled[filling[i]] = true // filled, fenced out, abandoned as unstorable, or retried in the background
@@ -214,12 +226,15 @@ func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFu
 		case fr.stored && reqs[i].e.negative:
 			c.stats.negativeStored.Add(1)
 		case fr.stored && t.res.outcome == Miss:
-			t.res.w = reqs[i].e.w
+			t.res.w, t.res.stamp = reqs[i].e.w, fr.stamp
 		case fr.fenced:
 			c.fencedOut(ctx, t.k.key)
 		case fr.unstored != nil && t.res.outcome == Miss:
 			t.res.cause = fr.unstored
 			c.unstored(ctx, t.k.key, fr.unstored)
+		}
+		if fr.stored {
+			c.filledHere(t.k.key, t.res, t.err, version)
 		}
 	}
 }

@@ -96,6 +96,17 @@ type Options struct {
 	// []byte or string V is stored as its raw bytes. [S2Codec] compresses
 	// large values.
 	Codec Codec
+	// RedisTimeout bounds each Redis step of a call (one command, script or
+	// pipeline), whatever the go-redis client's own timeouts and retries
+	// are: a step past it fails with [ErrRedisTimeout], counts towards the
+	// breaker at once, and the call goes on without Redis (Outcome
+	// Degraded, or an error from Get, Set and Delete). The caller's context
+	// bounds every step too. A budget below Redis' round trip makes every
+	// call degrade: raise it for a distant Redis. With a go-redis client
+	// built with ContextTimeoutEnabled the step runs inline; otherwise it
+	// runs on a goroutine of its own, which the caller stops waiting for.
+	// Default: 100ms; negative turns it off (go-redis' timeouts apply).
+	RedisTimeout time.Duration
 	// BreakerThreshold is how many Redis failures in a row open the circuit
 	// breaker, after which calls compute locally (Outcome Degraded) without
 	// touching Redis until BreakerCooldown passes. Default: 5.
@@ -194,6 +205,9 @@ func (o *Options) setDefaults() {
 	if o.BreakerCooldown == 0 {
 		o.BreakerCooldown = time.Second
 	}
+	if o.RedisTimeout == 0 {
+		o.RedisTimeout = 100 * time.Millisecond
+	}
 }
 
 func (o *Options) validate() error {
@@ -217,6 +231,8 @@ func (o *Options) validate() error {
 		}
 	}
 	switch {
+	case o.RedisTimeout > 0 && o.RedisTimeout < time.Millisecond:
+		return bad("RedisTimeout must be at least 1ms (or negative: none), got %s", o.RedisTimeout)
 	case o.SoftTimeout < 0:
 		return bad("SoftTimeout must not be negative, got %s", o.SoftTimeout)
 	case o.MaxLocalEntries < 0 || o.MaxLocalEntries > 1<<26:

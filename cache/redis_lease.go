@@ -53,7 +53,9 @@ func (s *redisStore[V]) keep(ctx context.Context, cl claim[V], quit <-chan struc
 		}
 		sent := time.Now()
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
-		ok, err := extendScript.Run(ectx, s.rdb, []string{cl.k.lease()}, cl.token, ttl.Milliseconds()).Int64()
+		ok, err := runStep(ectx, s.budget, func(ctx context.Context) (int64, error) {
+			return extendScript.Run(ctx, s.rdb, []string{cl.k.lease()}, cl.token, ttl.Milliseconds()).Int64()
+		})
 		cancel()
 		switch {
 		case err == nil && ok == 1:

@@ -59,6 +59,7 @@ type redisStore[V any] struct {
 	c      *Cache[V]
 	rdb    redis.UniversalClient
 	notify *notifier
+	budget redisBudget                                  // bounds each Redis step
 	reads  readGroup                                    // shares concurrent hit-path GETs of one key
 	getFn  func(context.Context, string) (reply, error) // s.get, bound once: a method value per read would allocate
 }
@@ -66,17 +67,19 @@ type redisStore[V any] struct {
 var _ store[struct{}] = (*redisStore[struct{}])(nil)
 
 func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V], error) {
-	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb)}
+	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, rdb)}
 	s.getFn = s.get
 	c.brk.probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
 }
 
-// probe is the breaker's half-open probe: one PING.
+// probe is the breaker's half-open probe: one PING, within the budget.
 func (s *redisStore[V]) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
+	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+		return s.rdb.Ping(ctx).Result()
+	}); err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.noteRedisError(context.Background(), err)
 		}
@@ -146,7 +149,9 @@ func (s *redisStore[V]) get(ctx context.Context, valueKey string) (reply, error)
 // getRaw runs one GET. A key of another Redis type is a foreign entry, not a
 // failure: it decodes as corrupt, and the next fill overwrites it.
 func (s *redisStore[V]) getRaw(ctx context.Context, valueKey string) (reply, error) {
-	v, err := s.rdb.Get(ctx, valueKey).Result()
+	v, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+		return s.rdb.Get(ctx, valueKey).Result()
+	})
 	switch {
 	case err == nil:
 	case errors.Is(err, redis.Nil):
@@ -181,7 +186,9 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 		return fmt.Errorf("cache: read %d keys: %w", len(ks), err)
 	}
 	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
-		vals, err := s.rdb.MGet(ctx, vkeys...).Result()
+		vals, err := runStep(ctx, s.budget, func(ctx context.Context) ([]any, error) {
+			return s.rdb.MGet(ctx, vkeys...).Result()
+		})
 		if err != nil {
 			return fail(err)
 		}
@@ -192,12 +199,19 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 		}
 		return nil
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(vkeys))
-	for i, vk := range vkeys {
-		cmds[i] = pipe.Get(ctx, vk)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.StringCmd, error) {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(vkeys))
+		for i, vk := range vkeys {
+			cmds[i] = pipe.Get(ctx, vk)
+		}
+		_, err := pipe.Exec(ctx)
+		if errors.Is(err, redis.Nil) || isWrongType(err) {
+			err = nil // per key, below
+		}
+		return cmds, err
+	})
+	if err != nil {
 		return fail(err)
 	}
 	s.redisOK(ctx)
@@ -218,21 +232,34 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 	start := time.Now()
 	ttl := max(s.c.opts.LeaseTTL.Milliseconds(), 1)
 	tokens := make([]string, len(ks))
-	cmds := make([]*redis.Cmd, len(ks))
 	for i := range ks {
 		tokens[i] = rand.Text()
 	}
-	if len(ks) == 1 {
-		cmds[0] = claimScript.Run(ctx, s.rdb, []string{ks[0].value, ks[0].lease()}, tokens[0], ttl)
-	} else {
+	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(ks))
+		if len(ks) == 1 {
+			cmds[0] = claimScript.Run(ctx, s.rdb, []string{ks[0].value, ks[0].lease()}, tokens[0], ttl)
+			return cmds, nil
+		}
 		pipe := s.rdb.Pipeline()
 		for i, k := range ks {
 			cmds[i] = claimScript.Eval(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
 		}
 		_, _ = pipe.Exec(ctx) // errors are per command
+		return cmds, nil
+	})
+	if err != nil {
+		// Out of budget or the caller's context ended: one failure for the
+		// step. A claim Redis still runs later is a lease nobody fills; it
+		// expires after LeaseTTL, as a crashed holder's does.
+		s.redisFailed(ctx, err)
 	}
-	for i, cmd := range cmds {
-		out[i] = s.claimed(ctx, ks[i], tokens[i], cmd)
+	for i := range ks {
+		if err != nil {
+			out[i] = claimed[V]{err: fmt.Errorf("cache: claim %s: %w", ks[i].lease(), err)}
+		} else {
+			out[i] = s.claimed(ctx, ks[i], tokens[i], cmds[i])
+		}
 		s.c.observeClaim(ctx, ks[i].key, out[i], start)
 	}
 	return out
@@ -255,6 +282,9 @@ func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *
 	cl := claim[V]{k: k, token: token, reread: true}
 	if v, ok := res[1].(string); ok {
 		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
+		if cl.found && !cl.seen.negative {
+			cl.raw = envelopeValue(v)
+		}
 	}
 	return claimed[V]{claim: cl, won: true}
 }
@@ -273,12 +303,14 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			s.abandon(ctx, r.k, r.claim)
 		}
 	}
-	cmds := make([]*redis.Cmd, len(reqs))
-	if len(reqs) == 1 {
-		if args[0] != nil {
-			cmds[0] = fillScript.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
+	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(reqs))
+		if len(reqs) == 1 {
+			if args[0] != nil {
+				cmds[0] = fillScript.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
+			}
+			return cmds, nil
 		}
-	} else {
 		pipe := s.rdb.Pipeline()
 		for i, r := range reqs {
 			if args[i] != nil {
@@ -286,18 +318,31 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			}
 		}
 		_, _ = pipe.Exec(ctx) // errors are per command
+		return cmds, nil
+	})
+	if err != nil {
+		s.redisFailed(ctx, err)
 	}
-	for i, cmd := range cmds {
-		if cmd == nil {
+	for i := range reqs {
+		if args[i] == nil {
 			continue
 		}
-		out[i].stored = s.filled(ctx, reqs[i].k, cmd)
-		out[i].fenced = !out[i].stored && cmd.Err() == nil
-		if !out[i].stored && cmd.Err() != nil {
-			out[i].failed = true
-			if ctx.Err() == nil {
-				s.refill(reqs[i].k, args[i])
+		if err == nil {
+			cmd := cmds[i]
+			out[i].stored = s.filled(ctx, reqs[i].k, cmd)
+			out[i].fenced = !out[i].stored && cmd.Err() == nil
+			if out[i].stored && s.c.l1 != nil {
+				out[i].stamp = s.c.l1.stampBytes(args[i][0].([]byte))
 			}
+			if out[i].stored || cmd.Err() == nil {
+				continue
+			}
+		}
+		// Redis failed or ran out of budget: the value is good, only
+		// storing it failed (it may even have been stored).
+		out[i].failed = true
+		if ctx.Err() == nil {
+			s.refill(reqs[i].k, args[i])
 		}
 	}
 	return out
@@ -306,13 +351,15 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 func fillKeys(k keys) []string { return []string{k.value, k.lease()} }
 
 // fillArgs encodes a fill for the fill script: envelope, TTL, token,
-// channel, SPUBLISH flag, the largest envelope a notification carries.
+// channel, SPUBLISH flag, the largest envelope a notification carries,
+// invalidation channel and message.
 func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
-	b, err := s.c.encodeEntry(r.e)
+	b, err := s.c.encodeEntryRaw(r.e, r.raw)
 	if err != nil {
 		return nil, err
 	}
-	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.channel(), s.shardArg(), notifyMaxBytes}, nil
+	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.channel(), s.shardArg(), notifyMaxBytes,
+		s.c.invalidationChannel(), s.c.id + " " + r.k.key}, nil
 }
 
 // refill retries a fill that failed on a Redis error (a failover, a
@@ -326,11 +373,20 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 		ctx, cancel := context.WithTimeout(ctx, s.c.opts.LeaseTTL+s.c.opts.WaitTimeout)
 		defer cancel()
 		for attempt := 1; sleep(ctx.Done(), backoff(attempt)); attempt++ {
-			cmd := fillScript.Run(ctx, s.rdb, fillKeys(k), args...)
-			if cmd.Err() == nil || ctx.Err() != nil {
+			cmd, err := runStep(ctx, s.budget, func(ctx context.Context) (*redis.Cmd, error) {
+				cmd := fillScript.Run(ctx, s.rdb, fillKeys(k), args...)
+				return cmd, cmd.Err()
+			})
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
 				switch stored := s.filled(ctx, k, cmd); {
 				case stored:
 					s.c.stats.refills.Add(1)
+					if s.c.l1 != nil {
+						s.c.l1.invalidate(k.key) // the announcement skips this replica
+					}
 				case cmd.Err() == nil:
 					s.c.fencedOut(ctx, k.key)
 				}
@@ -366,7 +422,9 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim[V]) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	n, err := abandonScript.Run(actx, s.rdb, []string{k.lease()}, cl.token, k.channel(), s.shardArg()).Int64()
+	n, err := runStep(actx, s.budget, func(ctx context.Context) (int64, error) {
+		return abandonScript.Run(ctx, s.rdb, []string{k.lease()}, cl.token, k.channel(), s.shardArg()).Int64()
+	})
 	switch {
 	case err != nil:
 		s.redisFailed(actx, err)
@@ -382,9 +440,10 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 	if err != nil {
 		return err
 	}
-	err = setScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, b, keepMillis(e.w, s.c.now()), k.channel(),
-		s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg(), notifyMaxBytes).Err()
-	if err != nil {
+	args := []any{b, keepMillis(e.w, s.c.now()), k.channel(), s.c.invalidationChannel(), s.c.id + " " + k.key, s.shardArg(), notifyMaxBytes}
+	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
+		return setScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, args...).Result()
+	}); err != nil {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: set %s: %w", k.value, err)
 	}
@@ -394,8 +453,10 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 
 // delete implements [store] like set.
 func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
-	if err := deleteScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, k.channel(),
-		s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Err(); err != nil {
+	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
+		return deleteScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, k.channel(),
+			s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Result()
+	}); err != nil {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: delete %s: %w", k.value, err)
 	}
@@ -417,7 +478,11 @@ func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscripti
 }
 
 // subscribe implements [store] with the key's fill channel.
+// The wait for Redis' confirmation is bounded by the budget: past it, the
+// waiter polls.
 func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, error) {
+	ctx, cancel := s.budget.bound(ctx)
+	defer cancel()
 	return s.notify.subscribe(ctx, k.channel())
 }
 

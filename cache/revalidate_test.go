@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
@@ -70,4 +73,88 @@ func TestRevalidateWithPrevious(t *testing.T) {
 			t.Fatalf("ErrUnchanged without a previous value: %v", err)
 		}
 	})
+}
+
+// countingCodec is the default msgpack codec, counting its calls.
+type countingCodec struct {
+	encodes, decodes *atomic.Int64
+}
+
+func (c countingCodec) Marshal(v any) ([]byte, error) {
+	c.encodes.Add(1)
+	return cache.MsgpackCodec{}.Marshal(v)
+}
+
+func (c countingCodec) Unmarshal(data []byte, v any) error {
+	c.decodes.Add(1)
+	return cache.MsgpackCodec{}.Unmarshal(data, v)
+}
+
+type report struct {
+	ID    int
+	Title string
+}
+
+// Conditional refresh saves the encode (issue 17): ErrUnchanged re-arms the
+// previous value with new windows by rewriting only the envelope's header
+// around the bytes it was stored with, so the codec's Marshal is not called;
+// the fail-safe re-arm of a failing origin likewise. Redis (single key and
+// batch) and process-local mode (which never encodes).
+func TestRevalidateSavesTheEncode(t *testing.T) {
+	old := report{ID: 42, Title: "old"}
+	unchanged := func(context.Context) (report, error) { return report{}, cache.ErrUnchanged }
+	for _, mode := range []string{"redis", "local", "batch", "fail-safe"} {
+		t.Run(mode, func(t *testing.T) {
+			codec := countingCodec{&atomic.Int64{}, &atomic.Int64{}}
+			opts := cache.Options{Namespace: redistest.Prefix(t), TTL: time.Minute, StaleIfError: time.Hour, Codec: codec}
+			var rdb redis.UniversalClient = redistest.Client(t)
+			if mode == "local" {
+				rdb = nil
+			}
+			c := newCache[report](t, rdb, opts)
+			clk := cache.NewClock()
+			cache.UseClock(c, clk)
+			ctx := bounded(t, 10*time.Second)
+			if _, err := c.GetOrCompute(ctx, "k", func(context.Context) (report, error) { return old, nil }); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Minute + time.Millisecond) // expired, kept for stale-if-error
+			encodes := codec.encodes.Load()
+			switch mode {
+			case "batch":
+				got, err := c.GetOrComputeMany(ctx, []string{"k"}, func(context.Context, []string) (map[string]report, error) {
+					return nil, cache.ErrUnchanged
+				})
+				if err != nil || got["k"] != old {
+					t.Fatalf("batch revalidation: %v %v", got, err)
+				}
+			case "fail-safe":
+				r, err := c.Fetch(ctx, "k", func(context.Context) (report, error) { return report{}, errors.New("origin down") })
+				if err != nil || r.Value != old || r.Outcome != cache.Stale || c.Stats().FailSafe != 1 {
+					t.Fatalf("fail-safe: %+v %v %+v", r, err, c.Stats())
+				}
+			default:
+				r, err := c.Fetch(ctx, "k", unchanged)
+				if err != nil || r.Value != old || r.Outcome != cache.Miss {
+					t.Fatalf("revalidated: %+v %v", r, err)
+				}
+			}
+			if n := codec.encodes.Load() - encodes; n != 0 {
+				t.Fatalf("re-arming the previous value encoded it %d times", n)
+			}
+			if mode != "fail-safe" {
+				if st := c.Stats(); st.Revalidated != 1 {
+					t.Fatalf("Revalidated %d, want 1", st.Revalidated)
+				}
+				// The bytes written back decode to the previous value, fresh.
+				r, err := c.Fetch(ctx, "k", func(context.Context) (report, error) { return report{Title: "rebuilt"}, nil })
+				if err != nil || r.Value != old || r.Outcome != cache.Hit {
+					t.Fatalf("after the revalidation: %+v %v", r, err)
+				}
+			}
+			if mode == "local" && codec.encodes.Load()+codec.decodes.Load() != 0 {
+				t.Fatalf("process-local mode called the codec: %d encodes, %d decodes", codec.encodes.Load(), codec.decodes.Load())
+			}
+		})
+	}
 }

@@ -16,6 +16,9 @@ type entry[V any] struct {
 	// failSafe marks a stale value re-armed because the origin failed: it
 	// answers as Stale while fresh, and no caller refreshes it meanwhile.
 	failSafe bool
+	// stamp identifies the envelope the entry was read from, for L1 (see
+	// [l1.put]); 0 when unknown or L1 is off.
+	stamp uint64
 }
 
 // claim is the right to fill one key: a Redis lease (its holder's random
@@ -32,6 +35,10 @@ type claim[V any] struct {
 	reread bool
 	found  bool
 	seen   entry[V]
+	// raw is seen's value as the codec encoded it (a slice of the claim's
+	// reply; Redis only): re-arming seen with new windows (ErrUnchanged, the
+	// fail-safe) rewrites the envelope's header around it, with no Encode.
+	raw string
 }
 
 // claimed is one key's answer to a claim attempt: won, held by another
@@ -48,6 +55,9 @@ type fillReq[V any] struct {
 	k     keys
 	claim claim[V]
 	e     entry[V]
+	// raw, when set, is e.value already encoded (a previous value re-armed):
+	// the store writes it as it is instead of encoding e.value.
+	raw string
 }
 
 // fillResult says what became of one fillReq: stored, fenced out (a later
@@ -56,6 +66,7 @@ type fillReq[V any] struct {
 // retried in the background).
 type fillResult struct {
 	stored   bool
+	stamp    uint64 // stored: the stored envelope's L1 stamp (0: L1 off)
 	fenced   bool
 	unstored error
 	failed   bool
@@ -88,15 +99,24 @@ type subscription interface {
 // when a claim carries none (the process-local store), reads them all in
 // one round trip of their own (readOwn).
 func reread[V any](ctx context.Context, s store[V], ks []keys, cls []claim[V], each func(i int, e entry[V], found bool)) error {
-	for _, cl := range cls {
-		if !cl.reread {
-			return s.readMany(ctx, ks, readOwn, each)
-		}
+	if !fromClaims(cls) {
+		return s.readMany(ctx, ks, readOwn, each)
 	}
 	for i, cl := range cls {
 		each(i, cl.seen, cl.found)
 	}
 	return nil
+}
+
+// fromClaims reports whether reread hands out what the claims found (so
+// that a claim's raw is the encoding of the entry handed out).
+func fromClaims[V any](cls []claim[V]) bool {
+	for _, cl := range cls {
+		if !cl.reread {
+			return false
+		}
+	}
+	return true
 }
 
 // store is the storage seam: every decision path (hit, lead, fill, wait,

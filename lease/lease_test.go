@@ -241,7 +241,9 @@ func TestUsingCancelsWorkWhenLeaseLost(t *testing.T) {
 func TestUsingExtensionsExhausted(t *testing.T) {
 	c := newClient(t, redistest.Client(t), lease.Options{MaxExtensions: 2, ExtendInterval: 10 * time.Millisecond})
 	var cause error
-	err := c.Using(context.Background(), redistest.Prefix(t), 40*time.Millisecond, func(ctx context.Context, _ *lease.Lease) error {
+	// A TTL far above the extension interval: a loaded machine's stall
+	// between two extensions must not expire the lease before they run out.
+	err := c.Using(context.Background(), redistest.Prefix(t), 300*time.Millisecond, func(ctx context.Context, _ *lease.Lease) error {
 		<-ctx.Done()
 		cause = context.Cause(ctx)
 		return ctx.Err()

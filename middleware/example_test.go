@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	chimiddleware "github.com/go-chi/chi/v5/middleware"
@@ -26,7 +27,7 @@ func Example() {
 	rdb := redis.NewClient(env.Options)
 	defer rdb.Close()
 
-	responses, err := middleware.NewCache(rdb, cache.Options{Namespace: "example-http"})
+	responses, err := middleware.NewCache(rdb, cache.Options{Namespace: "example-http", RedisTimeout: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,0 +1,327 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/faultproxy"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+// The Redis budget (Options.RedisTimeout) against a Redis that refuses
+// connections, one that accepts them and never answers, and one 100 ms
+// away each way, with go-redis' default options: before it, each of the
+// first calls took 1.7 s (refused: go-redis re-dials with backoff) or 5 s
+// (silent), and a caller's deadline was not honoured. The bounds below are
+// the guarantees the library makes (generous where the issue gives none):
+// every call within about one budget, 20 sequential calls under 2 s, 100
+// concurrent calls on distinct keys under 2 s.
+
+// perCallBound is a generous bound on one call whose one Redis step runs
+// out of its 100 ms budget (the race detector and a shared 2-core machine
+// add their share).
+const perCallBound = 600 * time.Millisecond
+
+// defaultRedisTimeout is Options.RedisTimeout's default, set explicitly:
+// newCache gives the rest of the suite a generous testRedisTimeout.
+const defaultRedisTimeout = 100 * time.Millisecond
+
+// testRedisTimeout is the budget of the suite's other caches.
+const testRedisTimeout = 2 * time.Second
+
+// refusingAddr returns a loopback address where nothing listens.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// silentAddr returns a loopback address that accepts connections and never
+// answers on them, as a hung Redis or a half-dead host does.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// clientConfigs are the two ways a budget is enforced: go-redis' defaults
+// (it ignores context deadlines on socket I/O, so each step runs on a
+// goroutine the caller stops waiting for) and ContextTimeoutEnabled (the
+// step runs inline under a bounded context).
+var clientConfigs = []struct {
+	name string
+	opts func(addr string) *redis.Options
+}{
+	{"go-redis defaults", func(addr string) *redis.Options { return &redis.Options{Addr: addr} }},
+	{"ContextTimeoutEnabled", func(addr string) *redis.Options {
+		return &redis.Options{Addr: addr, ContextTimeoutEnabled: true}
+	}},
+}
+
+// budgeted returns a cache with the default budget on a client of addr.
+func budgeted(t *testing.T, o *redis.Options, opts cache.Options) *cache.Cache[string] {
+	t.Helper()
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	if opts.RedisTimeout == 0 {
+		opts.RedisTimeout = defaultRedisTimeout
+	}
+	return newCache[string](t, rdb, opts)
+}
+
+func TestBudgetBoundsEveryCallWhenRedisIsDown(t *testing.T) {
+	for _, down := range []struct {
+		name string
+		addr func(*testing.T) string
+	}{{"refusing", refusingAddr}, {"silent", silentAddr}} {
+		for _, cfg := range clientConfigs {
+			t.Run(down.name+"/"+cfg.name, func(t *testing.T) {
+				addr := down.addr(t)
+				ctx := context.Background()
+				origin := func(ctx context.Context) (string, error) { return "v", nil }
+
+				c := budgeted(t, cfg.opts(addr), cache.Options{})
+				start := time.Now()
+				for i := range 20 {
+					callStart := time.Now()
+					r, err := c.Fetch(ctx, "k"+strconv.Itoa(i), origin)
+					if took := time.Since(callStart); took > perCallBound {
+						t.Errorf("call %d took %s (bound %s)", i, took, perCallBound)
+					}
+					if err != nil || r.Value != "v" || r.Outcome != cache.Degraded {
+						t.Fatalf("call %d: %+v %v", i, r, err)
+					}
+				}
+				if took := time.Since(start); took >= 2*time.Second {
+					t.Errorf("20 sequential calls took %s, want < 2s", took)
+				}
+
+				c = budgeted(t, cfg.opts(addr), cache.Options{})
+				start = time.Now()
+				var wg sync.WaitGroup
+				errs := make(chan error, 100)
+				for i := range 100 {
+					wg.Go(func() {
+						r, err := c.Fetch(ctx, "c"+strconv.Itoa(i), origin)
+						if err != nil || r.Value != "v" {
+							errs <- fmt.Errorf("call %d: %+v %w", i, r, err)
+						}
+					})
+				}
+				wg.Wait()
+				if took := time.Since(start); took >= 2*time.Second {
+					t.Errorf("100 concurrent calls took %s, want < 2s", took)
+				}
+				close(errs)
+				for err := range errs {
+					t.Error(err)
+				}
+
+				// Get, Set and Delete answer within the budget too, with an
+				// error: the Redis failure, or ErrUnavailable once the
+				// breaker is open.
+				c = budgeted(t, cfg.opts(addr), cache.Options{})
+				for i := range 8 {
+					callStart := time.Now()
+					var err error
+					switch i % 3 {
+					case 0:
+						_, _, err = c.Get(ctx, "k")
+					case 1:
+						err = c.Set(ctx, "k", "v")
+					case 2:
+						err = c.Delete(ctx, "k")
+					}
+					if took := time.Since(callStart); took > perCallBound {
+						t.Errorf("direct call %d took %s", i, took)
+					}
+					if err == nil {
+						t.Fatalf("direct call %d: no error against a Redis that is down", i)
+					}
+					if down.name == "silent" && !errors.Is(err, cache.ErrRedisTimeout) && !errors.Is(err, cache.ErrUnavailable) {
+						t.Errorf("direct call %d: %v, want ErrRedisTimeout or ErrUnavailable", i, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// The breaker's probe is a background PING within the budget: with a short
+// cooldown, probes run all along a sequence of calls, and no call pays for
+// one.
+func TestBudgetProbeNeverHoldsACaller(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			c := budgeted(t, cfg.opts(silentAddr(t)), cache.Options{BreakerCooldown: 5 * time.Millisecond})
+			start := time.Now()
+			for i := range 60 {
+				callStart := time.Now()
+				r, err := c.Fetch(context.Background(), "k"+strconv.Itoa(i%7), func(context.Context) (string, error) { return "v", nil })
+				if took := time.Since(callStart); took > perCallBound {
+					t.Errorf("call %d took %s", i, took)
+				}
+				if err != nil || r.Value != "v" {
+					t.Fatalf("call %d: %+v %v", i, r, err)
+				}
+			}
+			// 60 calls, of which at most BreakerThreshold pay a budget each.
+			if took := time.Since(start); took >= 2*time.Second {
+				t.Errorf("60 calls took %s", took)
+			}
+		})
+	}
+}
+
+// slowRedis returns the address of a proxy to the package's Redis that adds
+// oneWay in each direction.
+func slowRedis(t *testing.T, oneWay time.Duration) string {
+	t.Helper()
+	p, err := faultproxy.New(redistest.Addr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	p.SetLatency(oneWay)
+	return p.Addr()
+}
+
+// Redis 100 ms away each way (a 200 ms round trip) with the default 100 ms
+// budget: every step runs out of it, so every call answers within about one
+// budget, degraded, instead of 0.2–1.2 s.
+func TestBudgetBoundsEachStepAgainstASlowRedis(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			c := budgeted(t, cfg.opts(slowRedis(t, 100*time.Millisecond)), cache.Options{Namespace: redistest.Prefix(t)})
+			start := time.Now()
+			for i := range 20 {
+				callStart := time.Now()
+				r, err := c.Fetch(context.Background(), "k"+strconv.Itoa(i), func(context.Context) (string, error) { return "v", nil })
+				if took := time.Since(callStart); took > perCallBound {
+					t.Errorf("call %d took %s", i, took)
+				}
+				if err != nil || r.Value != "v" {
+					t.Fatalf("call %d: %+v %v", i, r, err)
+				}
+			}
+			if took := time.Since(start); took >= 2*time.Second {
+				t.Errorf("20 sequential calls took %s, want < 2s", took)
+			}
+			if st := c.Stats(); st.RedisErrors == 0 || st.Degraded != 20 {
+				t.Errorf("stats %+v, want every call degraded after Redis errors", st)
+			}
+		})
+	}
+}
+
+// With a budget above the round trip the same slow Redis serves normally:
+// the budget is the user's to choose.
+func TestBudgetAboveTheRoundTripServes(t *testing.T) {
+	addr := slowRedis(t, 20*time.Millisecond)
+	c := budgeted(t, &redis.Options{Addr: addr}, cache.Options{RedisTimeout: 2 * time.Second})
+	ctx := context.Background()
+	for i, want := range []cache.Outcome{cache.Miss, cache.Hit} {
+		r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) { return "v", nil })
+		if err != nil || r.Value != "v" || r.Outcome != want {
+			t.Fatalf("call %d: %+v %v, want %s", i, r, err, want)
+		}
+	}
+	if st := c.Stats(); st.RedisErrors != 0 {
+		t.Errorf("%d Redis errors", st.RedisErrors)
+	}
+}
+
+// A caller's deadline is honoured on every path against a slow Redis: the
+// hit, the miss, and the wait for another replica's compute.
+func TestBudgetHonoursTheCallersDeadline(t *testing.T) {
+	const deadline = 50 * time.Millisecond
+	ns := redistest.Prefix(t)
+	// The holder talks to Redis directly; the slow replica is 100 ms away
+	// each way, with a budget large enough to reach the wait.
+	holder := newCache[string](t, redistest.Client(t), cache.Options{Namespace: ns})
+	ctx := context.Background()
+	if err := holder.Set(ctx, "hot", "v"); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.GetOrCompute(ctx, "held", func(context.Context) (string, error) {
+			close(started)
+			<-release
+			return "h", nil
+		})
+		held <- err
+	}()
+	<-started
+	defer func() {
+		close(release)
+		if err := <-held; err != nil {
+			t.Error(err)
+		}
+	}()
+	addr := slowRedis(t, 100*time.Millisecond)
+	for _, cfg := range clientConfigs {
+		for _, budget := range []time.Duration{defaultRedisTimeout, 5 * time.Second} { // one above every step
+			c := budgeted(t, cfg.opts(addr), cache.Options{Namespace: ns, RedisTimeout: budget})
+			for _, key := range []string{"hot", "cold", "held"} {
+				name := fmt.Sprintf("%s/budget=%s/%s", cfg.name, budget, key)
+				cctx, cancel := context.WithTimeout(ctx, deadline)
+				callStart := time.Now()
+				r, err := c.Fetch(cctx, key, func(ctx context.Context) (string, error) { return "computed", nil })
+				took := time.Since(callStart)
+				cancel()
+				if took > deadline+perCallBound {
+					t.Errorf("%s: took %s with a %s deadline", name, took, deadline)
+				}
+				// Either the deadline ended the call, or the budget did and the
+				// call answered degraded, before the deadline.
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("%s: %+v %v", name, r, err)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisBudget bounds each Redis step of a call (one command, script or
+// pipeline) by Options.RedisTimeout and by the caller's context, whatever
+// go-redis' own timeouts and retries are.
+//
+// go-redis ignores a context's deadline on socket reads and writes unless
+// the client was built with ContextTimeoutEnabled: its ReadTimeout (3 s by
+// default), its DialTimeout (5 s) and its retries with backoff (3) apply
+// instead. So, for such a client, a step runs on a goroutine of its own and
+// the caller stops waiting for it when the budget or its context ends; the
+// goroutine finishes when go-redis gives up. A client that honours
+// deadlines runs the step inline, under a context bounded by the budget.
+type redisBudget struct {
+	d time.Duration // 0: no budget of our own
+	// inline: the client honours context deadlines on socket I/O.
+	inline bool
+}
+
+func newRedisBudget(d time.Duration, rdb redis.UniversalClient) redisBudget {
+	return redisBudget{d: max(d, 0), inline: honoursDeadlines(rdb)}
+}
+
+// honoursDeadlines reports whether rdb bounds socket I/O by the context's
+// deadline (ContextTimeoutEnabled).
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return r.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// stepResult is what a step's goroutine hands back.
+type stepResult[T any] struct {
+	v   T
+	err error
+}
+
+// runStep runs step within budget b and ctx. When the budget ends first it
+// returns an error matching [ErrRedisTimeout] (a Redis failure); when ctx
+// ends first, ctx's cause. The step must not touch the caller's variables:
+// it returns what it read.
+func runStep[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+	if b.d <= 0 {
+		return step(ctx)
+	}
+	sctx, cancel := context.WithTimeout(ctx, b.d)
+	// Cancelled once the caller has the reply or stopped waiting (so that
+	// go-redis gives up what it can, a dial or a pool wait), never by the
+	// step's goroutine: that would race the reply it just sent.
+	defer cancel()
+	if b.inline {
+		v, err := step(sctx)
+		return v, b.explain(ctx, sctx, err)
+	}
+	done := make(chan stepResult[T], 1)
+	go func() {
+		v, err := step(sctx)
+		done <- stepResult[T]{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, b.explain(ctx, sctx, r.err)
+	case <-sctx.Done():
+		var zero T
+		return zero, b.explain(ctx, sctx, context.Cause(sctx))
+	}
+}
+
+// explain tells a step that ran out of budget (an ErrRedisTimeout, which
+// counts towards the breaker) from one its caller's context ended (left as
+// it is) and from Redis' own replies.
+func (b redisBudget) explain(ctx, sctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil || sctx.Err() == nil {
+		return err
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) { // Redis answered, even if late
+		return err
+	}
+	return fmt.Errorf("%w (%s): %w", ErrRedisTimeout, b.d, err)
+}
+
+// bound returns ctx bounded by the budget, for waits that are not one
+// command (a subscription's confirmation).
+func (b redisBudget) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, b.d)
+}
