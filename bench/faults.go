@@ -38,11 +38,9 @@ const faultGrace = 15 * time.Second
 // faultStaleIfError is stampede's StaleIfError in this scenario: the
 // entries of the origin-failing phase are inside it.
 //
-// TODO(issue 15): once cache.Options.RedisTimeout lands (a per-Redis-step
-// budget, default 100 ms), the stampede strategies run with its default
-// here as they are; the redis-down phase on one hot key is where it shows:
-// without it each replica's coalesced callers wait out go-redis' re-dials
-// (~1.7 s) and stay below BreakerThreshold.
+// stampede's strategies run with cache.Options' other defaults, among them
+// RedisTimeout (100 ms per Redis step): the redis-slow phase's round trip
+// (2 x faultLatency) meets it, so that phase shows the budget tripping.
 const faultStaleIfError = time.Minute
 
 // quietRedisLog drops go-redis' own log lines ("failed to dial after 5
