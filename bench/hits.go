@@ -74,7 +74,7 @@ func runHits(ctx context.Context, cfg config, admin *redis.Client, newClient fun
 	res := Result{
 		Scenario: "hits", Strategy: name, Keys: "hot", Replicas: cfg.replicas, Callers: cfg.callers,
 		Description: "hit path only, closed loop", DurationSec: elapsed.Seconds(),
-		Requests: rec.requests.Load(), Errors: rec.errors.Load(), OriginCalls: env.origin.calls.Load(),
+		Requests: rec.requests.Load(), AllRequests: rec.done.Load(), Errors: rec.errors.Load(), OriginCalls: env.origin.calls.Load(),
 		Expiries: env.origin.expiries(time.Hour), PeakOrigin: env.origin.peak.Load(),
 		Latency: latencies(h), Outcomes: rec.outcomeMap(), RedisCommands: commandsBetween(before, after), cdf: cdf(h),
 	}

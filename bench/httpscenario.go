@@ -122,7 +122,7 @@ func runHTTP(ctx context.Context, cfg config, admin *redis.Client, newClient fun
 	res := Result{
 		Scenario: "http", Strategy: name, Keys: dist.name, Replicas: cfg.httpInstances,
 		Description: fmt.Sprintf("%d chi instances, vegeta at %d req/s round-robin", cfg.httpInstances, cfg.httpRate),
-		DurationSec: elapsed.Seconds(), Requests: rec.requests.Load(), Errors: rec.errors.Load(),
+		DurationSec: elapsed.Seconds(), Requests: rec.requests.Load(), AllRequests: rec.done.Load(), Errors: rec.errors.Load(),
 		OriginCalls: o.calls.Load(), Expiries: o.expiries(ttl / 2), PeakOrigin: o.peak.Load(),
 		Latency: latencies(h), Outcomes: rec.outcomeMap(), RedisCommands: commandsBetween(before, after), cdf: cdf(h),
 		InProcessOnly: !withMiddleware,

@@ -10,6 +10,9 @@
 // short enough that keys expire many times; every strategy runs in turn.
 // Scenario "http": R instances of a chi server with an expensive route,
 // driven by vegeta at a fixed rate, with the stampede middleware on and off.
+// Scenario "faults" (not in the default run): every strategy through Redis
+// refusing connections, the origin failing and Redis slowed by 50 ms each
+// way, one phase each, via a TCP proxy in front of Redis.
 //
 // Redis: $REDIS_URL when set; else a redis-server child process on a free
 // loopback port; else an in-process server, whose figures are marked as not
@@ -42,6 +45,7 @@ type config struct {
 	valueSize                int
 	scenarios, strats, dists []string
 	httpInstances, httpRate  int
+	faultPhase, faultSettle  time.Duration
 	out                      string
 	short                    bool
 	cpuProfile               string
@@ -68,11 +72,13 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "duration of each strategy's run")
 	fs.DurationVar(&cfg.think, "think", 10*time.Millisecond, "mean pause of a caller between requests (0: none)")
 	fs.IntVar(&cfg.valueSize, "value-size", 256, "value size in bytes")
-	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http")
+	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution)")
 	strats := fs.String("strategies", "all", "comma-separated strategies of the storm scenario, or all: "+strings.Join(strategyNames(), ", "))
 	dists := fs.String("dists", "hot,zipf", "key distributions: hot, zipf")
 	fs.IntVar(&cfg.httpInstances, "http-instances", 4, "server instances of the http scenario")
 	fs.IntVar(&cfg.httpRate, "http-rate", 2000, "requests per second of the http scenario")
+	fs.DurationVar(&cfg.faultPhase, "fault-phase", 3*time.Second, "length of each phase of the faults scenario")
+	fs.DurationVar(&cfg.faultSettle, "fault-settle", time.Second, "unmeasured healthy load before each phase of the faults scenario")
 	fs.StringVar(&cfg.out, "out", "", "directory for results.json, results.md and charts")
 	fs.BoolVar(&cfg.short, "short", false, "every strategy for a second on a small size (what CI runs)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -95,6 +101,8 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		def("duration", func() { cfg.duration = time.Second })
 		def("http-instances", func() { cfg.httpInstances = 2 })
 		def("http-rate", func() { cfg.httpRate = 300 })
+		def("fault-phase", func() { cfg.faultPhase = time.Second })
+		def("fault-settle", func() { cfg.faultSettle = 500 * time.Millisecond })
 	}
 	cfg.scenarios = split(*scenarios)
 	cfg.dists = split(*dists)
@@ -109,6 +117,8 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		return cfg, errors.New("need 0 < duration <= 1h, ttl >= 10ms, latency and think >= 0")
 	case cfg.valueSize < 1 || cfg.valueSize > 1<<20, cfg.httpInstances < 1 || cfg.httpInstances > 64, cfg.httpRate < 1 || cfg.httpRate > 100_000:
 		return cfg, errors.New("need 1 <= value-size <= 1MiB, 1 <= http-instances <= 64, 1 <= http-rate <= 100000")
+	case cfg.faultPhase <= 0 || cfg.faultPhase > time.Minute, cfg.faultSettle < 0 || cfg.faultSettle > time.Minute:
+		return cfg, errors.New("need 0 < fault-phase <= 1m, 0 <= fault-settle <= 1m")
 	}
 	for _, s := range cfg.strats {
 		if !slices.Contains(strategyNames(), s) {
@@ -116,7 +126,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		}
 	}
 	for _, s := range cfg.scenarios {
-		if s != "storm" && s != "http" && s != "hits" {
+		if s != "storm" && s != "http" && s != "hits" && s != "faults" {
 			return cfg, fmt.Errorf("unknown scenario %q", s)
 		}
 	}
@@ -180,13 +190,16 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 		Comparable: env.Comparable,
 		Machine:    machine(ctx, admin),
 		StartedAt:  time.Now().UTC().Format(time.RFC3339),
-		Config: fmt.Sprintf("replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B; http: %d instances at %d req/s",
-			cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize, cfg.httpInstances, cfg.httpRate),
+		Config: fmt.Sprintf("replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B; http: %d instances at %d req/s; faults: %s phases after %s settling",
+			cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize, cfg.httpInstances, cfg.httpRate, cfg.faultPhase, cfg.faultSettle),
 	}
 	fmt.Fprintln(out, "Machine:", rep.Machine)
 	fmt.Fprintln(out, "Config: ", rep.Config)
 	if !env.Comparable {
 		fmt.Fprintln(out, "NOTE: figures from an in-process server are not comparable to a real Redis.")
+	}
+	if slices.Contains(cfg.scenarios, "faults") {
+		redis.SetLogger(quietRedisLog{}) // go-redis' logger is process-wide
 	}
 	p := &progress{w: progressOut, live: isTerminal(progressOut)}
 	dists := distributions(cfg.keys)
@@ -209,6 +222,17 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 					if ctx.Err() != nil {
 						return nil, ctx.Err()
 					}
+				}
+			case "faults":
+				for _, def := range strategies {
+					if !slices.Contains(cfg.strats, def.name) {
+						continue
+					}
+					res, err := runFaults(ctx, cfg, admin, env.Options, def, d, p)
+					if err != nil {
+						return nil, fmt.Errorf("faults %s %s: %w", d.name, def.name, err)
+					}
+					rep.Results = append(rep.Results, res...)
 				}
 			case "hits":
 				if !strings.HasPrefix(d.name, "hot") {

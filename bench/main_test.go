@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stampede-go/stampede/internal/redistest"
 )
@@ -100,5 +102,91 @@ func TestBadFlags(t *testing.T) {
 		if _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// The faults scenario, very briefly: every strategy goes through every
+// phase and has a row for each in the terminal and the markdown table;
+// each fault really was injected (the peers without protection show it);
+// stampede answers every caller in every phase.
+func TestFaultsScenario(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	args := []string{"-short", "-scenarios", "faults", "-dists", "hot", "-replicas", "2", "-callers", "5",
+		"-fault-phase", "400ms", "-fault-settle", "200ms", "-out", dir}
+	rep, err := run(context.Background(), args, &out, io.Discard, redistest.Getenv(t))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, r := range rep.Results {
+		if r.Scenario != "faults" || r.Keys != "hot" {
+			t.Fatalf("unexpected result %s/%s/%s", r.Scenario, r.Keys, r.Strategy)
+		}
+		got[r.Strategy+"/"+r.Phase] = r
+	}
+	if len(rep.Results) != len(strategies)*len(faultPhases) || len(got) != len(rep.Results) {
+		t.Fatalf("%d results (%d distinct), want %d x %d", len(rep.Results), len(got), len(strategies), len(faultPhases))
+	}
+	lines := strings.Split(out.String(), "\n")
+	for _, def := range strategies {
+		for _, ph := range faultPhaseNames() {
+			name := def.name + "/" + ph
+			r, ok := got[name]
+			if !ok {
+				t.Errorf("%s: no result", name)
+				continue
+			}
+			var outcomes int64
+			for _, n := range r.Outcomes {
+				outcomes += n
+			}
+			switch {
+			case r.Requests <= 0 || r.DurationSec <= 0:
+				t.Errorf("%s: no load: %+v", name, r)
+			case outcomes != r.Requests:
+				t.Errorf("%s: outcomes add up to %d of %d requests", name, outcomes, r.Requests)
+			case r.Latency.P50 > r.Latency.P99 || r.Latency.P99 > r.Latency.Max:
+				t.Errorf("%s: percentiles out of order: %+v", name, r.Latency)
+			case r.OriginPerSec < 0 || r.Errors < 0 || r.Errors > r.Requests:
+				t.Errorf("%s: figures do not add up: %+v", name, r)
+			}
+			if ph == "healthy" && r.Errors != 0 {
+				t.Errorf("%s: %d errors with nothing wrong", name, r.Errors)
+			}
+			if strings.HasPrefix(def.name, "stampede") && r.Errors != 0 {
+				t.Errorf("%s: %d of %d callers got an error (outcomes %v)", name, r.Errors, r.Requests, r.Outcomes)
+			}
+			if !slices.ContainsFunc(lines, func(l string) bool {
+				f := strings.Fields(l)
+				return len(f) > 3 && f[0] == "hot" && f[1] == def.name && f[2] == ph
+			}) {
+				t.Errorf("%s: no row in the terminal table", name)
+			}
+			if !strings.Contains(string(md), "| hot | "+def.name+" | "+ph+" |") {
+				t.Errorf("%s: no row in results.md", name)
+			}
+		}
+	}
+	// The faults were there: a peer that asks Redis first slowed to a
+	// crawl while Redis refused connections (go-redis re-dials with backoff
+	// for longer than this short outage, so its calls fail or ride it
+	// out); every call paid the added latency while
+	// Redis was slow; every call of the origin failed while it failed.
+	if up, down := got["cache-aside/healthy"], got["cache-aside/redis-down"]; down.ThroughputRPS > up.ThroughputRPS/4 {
+		t.Errorf("cache-aside with Redis down: %.0f req/s, healthy %.0f req/s", down.ThroughputRPS, up.ThroughputRPS)
+	}
+	if r := got["cache-aside/redis-slow"]; r.Latency.P50 < 2*float64(faultLatency/time.Millisecond) {
+		t.Errorf("cache-aside with Redis slowed by %s each way: p50 %.1f ms", faultLatency, r.Latency.P50)
+	}
+	if r := got["no-cache/origin-failing"]; r.Errors != r.Requests || r.OriginPerSec <= 0 {
+		t.Errorf("no-cache with the origin failing: %d errors of %d requests, %.1f origin calls/s", r.Errors, r.Requests, r.OriginPerSec)
+	}
+	if r := got["stampede-wait/origin-failing"]; r.Outcomes["stale-if-error"] == 0 {
+		t.Errorf("stampede-wait with the origin failing: no stale-if-error answers: %v", r.Outcomes)
 	}
 }

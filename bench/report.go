@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/redis/go-redis/v9"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -39,6 +38,7 @@ type Result struct {
 	InProcessOnly bool             `json:"in_process_only"`
 	DurationSec   float64          `json:"duration_sec"`
 	Requests      int64            `json:"requests"`
+	AllRequests   int64            `json:"requests_all"` // cold start included: what Redis commands are counted over
 	Errors        int64            `json:"errors"`
 	OriginCalls   int64            `json:"origin_calls"`
 	Expiries      int64            `json:"expiries"`
@@ -55,6 +55,22 @@ type Result struct {
 	Refreshes     uint64           `json:"background_refreshes,omitempty"`
 	Events        map[string]int64 `json:"events,omitempty"`
 	CDF           []CDFPoint       `json:"latency_cdf"`
+
+	// Per-strategy Redis figures (storm): keys under the run's prefix at
+	// its end, the Redis memory each held (-1: unknown), commands per
+	// request by command, and the fill-to-waiter latency: from the moment
+	// the origin's compute returned to the return of each caller that
+	// waited for another replica's fill (Outcome waited).
+	RedisKeys     int64              `json:"redis_keys_at_end,omitempty"`
+	RedisBytesKey float64            `json:"redis_bytes_per_key,omitempty"`
+	CommandMix    map[string]float64 `json:"redis_commands_per_request_by_command,omitempty"`
+	FillToWaiter  *Latency           `json:"fill_to_waiter_ms,omitempty"`
+	FillSamples   int64              `json:"fill_to_waiter_samples,omitempty"`
+
+	// Faults scenario: the phase (what was wrong while it ran) and the
+	// origin's calls per second in it.
+	Phase        string  `json:"phase,omitempty"`
+	OriginPerSec float64 `json:"origin_calls_per_sec,omitempty"`
 
 	cdf []CDFPoint
 }
@@ -75,8 +91,8 @@ func (r *Result) finish(elapsed time.Duration) {
 	switch {
 	case r.RedisCommands < 0:
 		r.CmdsPerReq = -1
-	case r.Requests > 0:
-		r.CmdsPerReq = float64(r.RedisCommands) / float64(r.Requests)
+	case r.AllRequests > 0:
+		r.CmdsPerReq = float64(r.RedisCommands) / float64(r.AllRequests)
 	}
 	r.CDF = r.cdf
 }
@@ -93,39 +109,6 @@ func cdf(h *hdrhistogram.Histogram) []CDFPoint {
 		out = append(out, CDFPoint{Percentile: p, Ms: float64(h.ValueAtQuantile(p)) / 1000})
 	}
 	return out
-}
-
-// commandCalls sums the calls of every command in INFO commandstats; -1
-// when the server does not say (the in-process server does not).
-func commandCalls(ctx context.Context, rdb *redis.Client) int64 {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return -1
-	}
-	var total int64
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		_, stats, _ := strings.Cut(line, ":")
-		for _, kv := range strings.Split(stats, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				total += n
-			}
-		}
-	}
-	return total
-}
-
-// commandsBetween is the commands run between two readings, or -1.
-func commandsBetween(before, after int64) int64 {
-	if before < 0 || after < 0 {
-		return -1
-	}
-	return after - before
 }
 
 // Report is a whole run: where it ran and every result.
@@ -181,13 +164,40 @@ func cmds(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// writeTable prints an aligned table for the terminal.
+// writeTable prints aligned tables for the terminal: the load results,
+// the storm's Redis figures, and the faults scenario's phases.
 func writeTable(w io.Writer, results []Result) {
-	rows := [][]string{tableHeader}
+	load, redisRows, faultRows := [][]string{tableHeader}, [][]string{redisHeader}, [][]string{faultsHeader}
 	for _, r := range results {
-		rows = append(rows, r.row())
+		switch r.Scenario {
+		case "faults":
+			faultRows = append(faultRows, r.faultsRow())
+		case "storm":
+			redisRows = append(redisRows, r.redisRow())
+			load = append(load, r.row())
+		default:
+			load = append(load, r.row())
+		}
 	}
-	widths := make([]int, len(tableHeader))
+	tables := [][][]string{load, redisRows, faultRows}
+	lefts := []int{3, 3, 3}
+	first := true
+	for i, rows := range tables {
+		if len(rows) == 1 {
+			continue
+		}
+		if !first {
+			fmt.Fprintln(w)
+		}
+		first = false
+		printAligned(w, rows, lefts[i])
+	}
+}
+
+// printAligned prints rows in columns, the first left columns aligned left,
+// the others right, the last one as it comes.
+func printAligned(w io.Writer, rows [][]string, left int) {
+	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, c := range row[:len(row)-1] {
 			widths[i] = max(widths[i], len(c))
@@ -200,7 +210,7 @@ func writeTable(w io.Writer, results []Result) {
 				b.WriteString(c)
 				continue
 			}
-			if i >= 3 {
+			if i >= left {
 				fmt.Fprintf(&b, "%*s  ", widths[i], c)
 			} else {
 				fmt.Fprintf(&b, "%-*s  ", widths[i], c)
@@ -210,26 +220,103 @@ func writeTable(w io.Writer, results []Result) {
 	}
 }
 
+var redisHeader = []string{"keys", "strategy", "Redis keys at end", "Redis B/key", "Redis cmds/req",
+	"fill→waiter p50 ms", "p99 ms", "max ms", "waiters timed", "busiest commands per request"}
+
+// redisRow is a storm result's Redis figures: memory, commands, and the
+// fill-to-waiter latency.
+func (r Result) redisRow() []string {
+	bytes := "n/a"
+	if r.RedisBytesKey > 0 {
+		bytes = strconv.FormatFloat(r.RedisBytesKey, 'f', 0, 64)
+	}
+	p50, p99, maxMs := "—", "—", "—"
+	if f := r.FillToWaiter; f != nil {
+		p50, p99, maxMs = fmtMs(f.P50), fmtMs(f.P99), fmtMs(f.Max)
+	}
+	return []string{r.Keys, r.Strategy, strconv.FormatInt(r.RedisKeys, 10), bytes, cmds(r.CmdsPerReq),
+		p50, p99, maxMs, strconv.FormatInt(r.FillSamples, 10), fmtMix(r.CommandMix, 3)}
+}
+
+var faultsHeader = []string{"keys", "strategy", "phase", "origin calls/s", "p50 ms", "p99 ms", "max ms", "req/s", "errors", "outcomes"}
+
+// faultsRow is one phase of the faults scenario.
+func (r Result) faultsRow() []string {
+	return []string{r.Keys, r.Strategy, r.Phase, strconv.FormatFloat(r.OriginPerSec, 'f', 1, 64),
+		fmtMs(r.Latency.P50), fmtMs(r.Latency.P99), fmtMs(r.Latency.Max), strconv.FormatFloat(r.ThroughputRPS, 'f', 0, 64),
+		strconv.FormatInt(r.Errors, 10), outcomeMix(r.Outcomes)}
+}
+
 func writeMarkdown(w io.Writer, rep Report) {
 	fmt.Fprintf(w, "Command: `%s`\n\nRedis: %s", rep.Command, rep.Redis)
 	if !rep.Comparable {
 		fmt.Fprint(w, " — **figures from an in-process server: not comparable to a real Redis**")
 	}
 	fmt.Fprintf(w, "\n\nMachine: %s\n\nConfig: %s\n\n", rep.Machine, rep.Config)
-	fmt.Fprintln(w, "| "+strings.Join(tableHeader, " | ")+" |")
-	fmt.Fprintln(w, "|"+strings.Repeat("---|", len(tableHeader)))
+	var load, storm, faults []Result
 	for _, r := range rep.Results {
-		fmt.Fprintln(w, "| "+strings.Join(r.row(), " | ")+" |")
-	}
-	fmt.Fprintln(w, "\nLatency, throughput and outcomes leave out the first fifth of each run (the cold start); origin calls count it.")
-	fmt.Fprintln(w, "\n| scenario | keys | strategy | heap after warm-up (MB) | heap at end (MB) | fills fenced out | background refreshes |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
-	for _, r := range rep.Results {
-		if r.Scenario != "storm" {
-			continue
+		switch r.Scenario {
+		case "faults":
+			faults = append(faults, r)
+		case "storm":
+			storm = append(storm, r)
+			load = append(load, r)
+		default:
+			load = append(load, r)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %d | %d |\n", r.Scenario, r.Keys, r.Strategy, r.HeapWarmMB, r.HeapEndMB, r.FencedOut, r.Refreshes)
 	}
+	if len(load) > 0 {
+		mdTable(w, tableHeader, load, Result.row)
+		fmt.Fprintln(w, "\nLatency, throughput and outcomes leave out the first fifth of each run (the cold start); origin calls and Redis commands per request count it.")
+	}
+	if len(storm) > 0 {
+		fmt.Fprintln(w, "\n| scenario | keys | strategy | heap after warm-up (MB) | heap at end (MB) | fills fenced out | background refreshes |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		for _, r := range storm {
+			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %d | %d |\n", r.Scenario, r.Keys, r.Strategy, r.HeapWarmMB, r.HeapEndMB, r.FencedOut, r.Refreshes)
+		}
+		fmt.Fprintln(w, "\n#### Redis per strategy (storm)")
+		fmt.Fprintln(w)
+		mdTable(w, redisHeader, storm, Result.redisRow)
+		fmt.Fprintln(w, "\nRedis keys at end: keys under the run's prefix when it ended (SCAN). Redis B/key: `used_memory` with those keys minus")
+		fmt.Fprintln(w, "`used_memory` after deleting them, in one MULTI/EXEC, per key (connection buffers cancel out). Fill→waiter: from the")
+		fmt.Fprintln(w, "moment the origin's compute of a key returned to the return of each caller answered `waited` (it waited for another")
+		fmt.Fprintln(w, "replica's fill), after the cold start; — where a strategy has no such callers.")
+	}
+	if len(faults) > 0 {
+		fmt.Fprintln(w, "\n#### Faults")
+		fmt.Fprintln(w)
+		mdTable(w, append(slices.Clone(faultsHeader), "events"), faults, func(r Result) []string {
+			return append(r.faultsRow(), fmtEvents(r.Events))
+		})
+		fmt.Fprintln(w, "\nEach call is counted in the phase in which it started; phases:")
+		fmt.Fprintln(w)
+		for _, fp := range faultPhases {
+			fmt.Fprintf(w, "- `%s`: %s\n", fp.name, fp.description)
+		}
+	}
+}
+
+// mdTable writes a markdown table of results.
+func mdTable(w io.Writer, header []string, results []Result, row func(Result) []string) {
+	fmt.Fprintln(w, "| "+strings.Join(header, " | ")+" |")
+	fmt.Fprintln(w, "|"+strings.Repeat("---|", len(header)))
+	for _, r := range results {
+		fmt.Fprintln(w, "| "+strings.Join(row(r), " | ")+" |")
+	}
+}
+
+// fmtEvents prints a cache's event counts, e.g. "breaker_open 8, compute 12".
+func fmtEvents(m map[string]int64) string {
+	if len(m) == 0 {
+		return "—"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeOutputs writes results.json, results.md and the charts into dir.
@@ -255,6 +342,9 @@ func writeOutputs(dir string, rep Report) error {
 	groups := map[string][]Result{}
 	var order []string
 	for _, r := range rep.Results {
+		if r.Scenario == "faults" {
+			continue // phases, not expiries: the tables say it
+		}
 		g := r.Scenario + "-" + r.Keys
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)

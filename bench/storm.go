@@ -43,10 +43,13 @@ type recorder struct {
 	requests atomic.Int64
 	errors   atomic.Int64
 	done     atomic.Int64 // every completed call, warm-up included: for the progress line
+
+	fillMu sync.Mutex
+	fill   *hdrhistogram.Histogram // fill-to-waiter latencies
 }
 
 func newRecorder(replicas int) *recorder {
-	r := &recorder{mu: make([]sync.Mutex, replicas)}
+	r := &recorder{mu: make([]sync.Mutex, replicas), fill: newHist()}
 	for range replicas {
 		r.hists = append(r.hists, newHist())
 	}
@@ -68,6 +71,25 @@ func (r *recorder) record(replica int, lat time.Duration, outcome string, err er
 	r.mu[replica].Lock()
 	_ = r.hists[replica].RecordValue(max(lat.Microseconds(), 1))
 	r.mu[replica].Unlock()
+}
+
+// recordFill records one waiter's return, d after the compute it waited
+// for returned.
+func (r *recorder) recordFill(d time.Duration) {
+	r.fillMu.Lock()
+	_ = r.fill.RecordValue(max(d.Microseconds(), 1))
+	r.fillMu.Unlock()
+}
+
+// fillLatency is the fill-to-waiter percentiles, nil without samples.
+func (r *recorder) fillLatency() (*Latency, int64) {
+	r.fillMu.Lock()
+	defer r.fillMu.Unlock()
+	if n := r.fill.TotalCount(); n > 0 {
+		l := latencies(r.fill)
+		return &l, n
+	}
+	return nil, 0
 }
 
 func (r *recorder) merged() *hdrhistogram.Histogram {
@@ -107,7 +129,10 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 	}
 	defer s.close()
 
-	before := commandCalls(ctx, admin)
+	if err := primeFootprint(ctx, admin, env.prefix); err != nil {
+		return Result{}, fmt.Errorf("redis footprint: %w", err)
+	}
+	beforeCmds, before, _ := commandStats(ctx, admin)
 	rec := newRecorder(cfg.replicas)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
@@ -128,12 +153,20 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 					key := dist.pick(rng)
 					t0 := time.Now()
 					outcome, err := s.get(runCtx, r, key)
+					end := time.Now()
 					if runCtx.Err() != nil {
 						return // the run ended mid-call: not a figure
 					}
 					rec.done.Add(1)
 					if t0.After(warmEnd) { // the cold start is not the storm: leave it out
-						rec.record(r, time.Since(t0), outcome, err)
+						rec.record(r, end.Sub(t0), outcome, err)
+						if outcome == "waited" && err == nil {
+							// The value this caller waited for came from the
+							// latest compute of key that returned.
+							if filled := env.origin.lastReturn(key); !filled.IsZero() && filled.Before(end) {
+								rec.recordFill(end.Sub(filled))
+							}
+						}
 					}
 					if cfg.think > 0 {
 						// Spread callers out: a think time in ±50%.
@@ -155,13 +188,14 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 	}
 	progress.stop()
 	end := heapNow()
-	after := commandCalls(ctx, admin)
+	afterCmds, after, _ := commandStats(ctx, admin)
 	h := rec.merged()
 	res := Result{
 		Scenario: "storm", Strategy: def.name, Keys: dist.name, Description: def.description,
 		Replicas: cfg.replicas, Callers: cfg.callers, InProcessOnly: def.inProcess,
 		DurationSec:   elapsed.Seconds(),
 		Requests:      rec.requests.Load(),
+		AllRequests:   rec.done.Load(),
 		Errors:        rec.errors.Load(),
 		OriginCalls:   env.origin.calls.Load(),
 		Expiries:      env.origin.expiries(cfg.ttl / 2),
@@ -172,7 +206,20 @@ func runStorm(ctx context.Context, cfg config, admin *redis.Client, newClient fu
 		HeapWarmMB:    warm.mb, HeapEndMB: end.mb,
 		cdf: cdf(h),
 	}
+	// The origin's figures are read above, before the footprint deletes the
+	// run's keys: a process whose callers have gone may still be waiting
+	// for a key, detached from them, and would recompute a key it finds
+	// deleted; that call is not the run's.
+	fp, err := redisFootprint(ctx, admin, env.prefix)
+	if err != nil {
+		return Result{}, fmt.Errorf("redis footprint: %w", err)
+	}
+	res.RedisKeys, res.RedisBytesKey = fp.keys, fp.bytesPerKey
+	res.FillToWaiter, res.FillSamples = rec.fillLatency()
 	res.finish(elapsed - cfg.duration/5)
+	// Commands per request over every request of the run, cold start
+	// included, as RedisCommands counts them.
+	res.CommandMix = commandMix(beforeCmds, afterCmds, rec.done.Load())
 	if ss, ok := s.(*stampedeStrategy); ok {
 		st := ss.stats()
 		res.FencedOut, res.Refreshes = st.FencedOut, st.Refreshes

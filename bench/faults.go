@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/faultproxy"
+)
+
+// The faults scenario (issue 15): each strategy in turn runs its R x C
+// callers through a sequence of phases, a fault injected in each; every
+// call is counted in the phase in which it started. Between phases the
+// load runs without a fault for a settle time that is not measured, so
+// each phase starts from a warm, healthy cache.
+//
+// Faults are injected through internal/faultproxy, a TCP proxy between
+// every client of the run and Redis, rather than by stopping the
+// redis-server child: it works the same against $REDIS_URL, it keeps the
+// data (so the phase after the outage measures a recovery, not a cold
+// cache), and it adds latency, which stopping a server cannot.
+
+// faultLatency is what the redis-slow phase adds each way.
+const faultLatency = 50 * time.Millisecond
+
+// faultGrace bounds how long calls still in flight when the last phase
+// ends may take before they are cut (and counted as errors).
+const faultGrace = 15 * time.Second
+
+// faultStaleIfError is stampede's StaleIfError in this scenario: the
+// entries of the origin-failing phase are inside it.
+//
+// stampede's strategies run with cache.Options' other defaults, among them
+// RedisTimeout (100 ms per Redis step): the redis-slow phase's round trip
+// (2 x faultLatency) meets it, so that phase shows the budget tripping.
+const faultStaleIfError = time.Minute
+
+// quietRedisLog drops go-redis' own log lines ("failed to dial after 5
+// attempts" for every pool, every second of an outage): each failure
+// reaches the caller as an error, which the tables count.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
+// faultRig is what faults are injected through.
+type faultRig struct {
+	proxy   *faultproxy.Proxy
+	down    atomic.Bool // new connections are refused while set
+	refused string      // a loopback address nothing listens on
+	origin  *origin
+}
+
+// faultPhase is one phase of the faults scenario.
+type faultPhase struct {
+	name, description string
+	inject, clear     func(*faultRig)
+}
+
+var faultPhases = []faultPhase{
+	{"healthy", "no fault: the baseline",
+		func(*faultRig) {}, func(*faultRig) {}},
+	{"redis-down", "Redis refuses connections: open ones are reset, new ones refused",
+		func(f *faultRig) { f.down.Store(true); f.proxy.Reset() }, func(f *faultRig) { f.down.Store(false) }},
+	{"origin-failing", "the origin answers every call with an error at once (stampede: entries inside StaleIfError 1m)",
+		func(f *faultRig) { f.origin.failing.Store(true) }, func(f *faultRig) { f.origin.failing.Store(false) }},
+	{"redis-slow", fmt.Sprintf("+%s each way between every client and Redis", faultLatency),
+		func(f *faultRig) { f.proxy.SetLatency(faultLatency) }, func(f *faultRig) { f.proxy.SetLatency(0) }},
+}
+
+func faultPhaseNames() []string {
+	var out []string
+	for _, p := range faultPhases {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// refusedAddr returns a loopback address on which nothing listens: a
+// connection to it is refused by the kernel, as one to a stopped Redis is.
+func refusedAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
+
+// faultClientOptions connects through the rig's proxy, and dials the
+// refused address instead while Redis is "down".
+func faultClientOptions(base *redis.Options, rig *faultRig) (*redis.Options, error) {
+	if base.Network == "unix" || base.TLSConfig != nil {
+		return nil, errors.New("the faults scenario needs Redis over plain TCP (its proxy forwards TCP, no TLS)")
+	}
+	opts := *base
+	opts.Addr = rig.proxy.Addr()
+	var d net.Dialer
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if rig.down.Load() {
+			return d.DialContext(ctx, "tcp", rig.refused)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return &opts, nil
+}
+
+// runFaults runs one strategy through every fault phase and returns one
+// result per phase.
+func runFaults(ctx context.Context, cfg config, admin *redis.Client, base *redis.Options, def strategyDef, dist keyDist, progress *progress) ([]Result, error) {
+	rig := &faultRig{origin: newOrigin(cfg.originLatency, cfg.valueSize)}
+	var err error
+	if rig.refused, err = refusedAddr(); err != nil {
+		return nil, err
+	}
+	if rig.proxy, err = faultproxy.New(base.Addr); err != nil {
+		return nil, err
+	}
+	defer rig.proxy.Close()
+	opts, err := faultClientOptions(base, rig)
+	if err != nil {
+		return nil, err
+	}
+	env := &runEnv{origin: rig.origin, ttl: cfg.ttl, staleIfError: faultStaleIfError,
+		prefix: fmt.Sprintf("bench.%d.faults.%s.%s.", time.Now().UnixNano(), def.name, dist.name)}
+	for range cfg.replicas {
+		env.clients = append(env.clients, redis.NewClient(opts))
+	}
+	defer func() {
+		for _, c := range env.clients {
+			_ = c.Close()
+		}
+	}()
+	s, err := def.build(env)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	defer func() { _, _ = redisFootprint(context.WithoutCancel(ctx), admin, env.prefix) }() // delete the run's keys
+	ss, _ := s.(*stampedeStrategy)
+
+	n := len(faultPhases)
+	recs := make([]*recorder, n)
+	for i := range recs {
+		recs[i] = newRecorder(cfg.replicas)
+	}
+	var done atomic.Int64 // every completed call: for the progress line
+	var phase atomic.Int32
+	phase.Store(-1) // settling: calls are not recorded
+	stop := make(chan struct{})
+	total := time.Duration(n) * (cfg.faultSettle + cfg.faultPhase)
+	callCtx, cancel := context.WithTimeout(ctx, total+faultGrace)
+	defer cancel()
+	start := time.Now()
+	progress.start(fmt.Sprintf("faults/%s %s", dist.name, def.name), start, total, &done)
+	var wg sync.WaitGroup
+	for r := range cfg.replicas {
+		for c := range cfg.callers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(r), uint64(c)))
+				think := time.NewTimer(time.Hour)
+				defer think.Stop()
+				for callCtx.Err() == nil {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ph := phase.Load()
+					key := dist.pick(rng)
+					t0 := time.Now()
+					outcome, err := s.get(callCtx, r, key)
+					lat := time.Since(t0)
+					done.Add(1)
+					if ph >= 0 {
+						recs[ph].record(r, lat, outcome, err)
+					}
+					if cfg.think > 0 {
+						think.Reset(cfg.think/2 + rand.N(cfg.think+1))
+						select {
+						case <-think.C:
+						case <-stop:
+							return
+						case <-callCtx.Done():
+						}
+					}
+				}
+			})
+		}
+	}
+
+	elapsed := make([]time.Duration, n)
+	originCalls := make([]int64, n)
+	events := make([]map[string]int64, n)
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for i, fp := range faultPhases {
+		if !wait(cfg.faultSettle) {
+			break
+		}
+		calls0 := rig.origin.calls.Load()
+		var events0 map[string]int64
+		if ss != nil {
+			events0 = ss.events.snapshot()
+		}
+		fp.inject(rig)
+		t0 := time.Now()
+		phase.Store(int32(i))
+		ok := wait(cfg.faultPhase)
+		phase.Store(-1)
+		elapsed[i] = time.Since(t0)
+		originCalls[i] = rig.origin.calls.Load() - calls0
+		fp.clear(rig)
+		if ss != nil {
+			events[i] = eventsBetween(events0, ss.events.snapshot())
+		}
+		if !ok {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	progress.stop()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	var out []Result
+	for i, fp := range faultPhases {
+		h := recs[i].merged()
+		res := Result{
+			Scenario: "faults", Strategy: def.name, Keys: dist.name, Phase: fp.name, Description: fp.description,
+			Replicas: cfg.replicas, Callers: cfg.callers, InProcessOnly: def.inProcess,
+			DurationSec: elapsed[i].Seconds(), Requests: recs[i].requests.Load(), AllRequests: recs[i].requests.Load(),
+			Errors: recs[i].errors.Load(), OriginCalls: originCalls[i], Latency: latencies(h),
+			Outcomes: recs[i].outcomeMap(), RedisCommands: -1, Events: events[i], cdf: cdf(h),
+		}
+		if elapsed[i] > 0 {
+			res.OriginPerSec = float64(originCalls[i]) / elapsed[i].Seconds()
+		}
+		res.finish(elapsed[i])
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// eventsBetween is how many events of each kind happened between two
+// snapshots.
+func eventsBetween(before, after map[string]int64) map[string]int64 {
+	d := maps.Clone(after)
+	for k, n := range before {
+		d[k] -= n
+		if d[k] == 0 {
+			delete(d, k)
+		}
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	return d
+}
