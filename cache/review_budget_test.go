@@ -1,0 +1,702 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/faultproxy"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+// Adversarial review of the Redis budget (redis_budget.go) and of the
+// waiter gate (notify.go): tests that try to break the guarantees of
+// issue 15 and of the gate. Each test says what it tries to break.
+
+// reviewClientOptions are go-redis configurations a user may run with; the
+// budget must hold under every one of them.
+var reviewClientOptions = []struct {
+	name string
+	opts func(addr string) *redis.Options
+}{
+	{"defaults", func(a string) *redis.Options { return &redis.Options{Addr: a} }},
+	{"ContextTimeoutEnabled", func(a string) *redis.Options { return &redis.Options{Addr: a, ContextTimeoutEnabled: true} }},
+	{"MaxRetries=-1", func(a string) *redis.Options { return &redis.Options{Addr: a, MaxRetries: -1} }},
+	{"MaxRetries=0", func(a string) *redis.Options { return &redis.Options{Addr: a, MaxRetries: 0} }},
+	{"PoolSize=1,PoolTimeout=10s", func(a string) *redis.Options {
+		return &redis.Options{Addr: a, PoolSize: 1, PoolTimeout: 10 * time.Second}
+	}},
+	{"PoolSize=1,PoolTimeout=10s,ContextTimeoutEnabled", func(a string) *redis.Options {
+		return &redis.Options{Addr: a, PoolSize: 1, PoolTimeout: 10 * time.Second, ContextTimeoutEnabled: true}
+	}},
+	{"PoolSize=1000", func(a string) *redis.Options { return &redis.Options{Addr: a, PoolSize: 1000} }},
+}
+
+// Every public path, with the breaker held closed (a huge threshold) so
+// that every call reaches Redis, answers within about one budget against a
+// silent Redis, whatever go-redis' options; each failed step counts once
+// towards the breaker (a batch's MGET is one step: one failure, not one per
+// key); and Close returns promptly with steps still stuck in go-redis.
+func TestReviewBudgetEveryPathEveryClientOption(t *testing.T) {
+	for _, cfg := range reviewClientOptions {
+		t.Run(cfg.name, func(t *testing.T) {
+			rdb := redis.NewClient(cfg.opts(silentAddr(t)))
+			t.Cleanup(func() { _ = rdb.Close() })
+			c, err := cache.New[string](rdb, cache.Options{
+				Namespace: redistest.Prefix(t), RedisTimeout: defaultRedisTimeout,
+				BreakerThreshold: 1 << 20, Logger: quietLogger2(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			ctx := context.Background()
+			origin := func(context.Context) (string, error) { return "v", nil }
+			many := func(_ context.Context, ks []string) (map[string]string, error) {
+				m := map[string]string{}
+				for _, k := range ks {
+					m[k] = "v"
+				}
+				return m, nil
+			}
+			paths := []struct {
+				name  string
+				steps uint64 // Redis steps the path runs before it degrades or fails
+				call  func(i int) error
+			}{
+				{"GetOrCompute", 1, func(i int) error {
+					v, err := c.GetOrCompute(ctx, "g"+strconv.Itoa(i), origin)
+					if err == nil && v != "v" {
+						err = fmt.Errorf("value %q", v)
+					}
+					return err
+				}},
+				{"GetOrComputeMany", 1, func(i int) error {
+					ks := []string{"m" + strconv.Itoa(i), "n" + strconv.Itoa(i), "o" + strconv.Itoa(i), "p" + strconv.Itoa(i)}
+					out, err := c.GetOrComputeMany(ctx, ks, many)
+					if err == nil && len(out) != len(ks) {
+						err = fmt.Errorf("%d values for %d keys", len(out), len(ks))
+					}
+					return err
+				}},
+				{"Get", 1, func(i int) error {
+					_, _, err := c.Get(ctx, "k")
+					return wantFailure(err)
+				}},
+				{"Set", 1, func(i int) error { return wantFailure(c.Set(ctx, "k", "v")) }},
+				{"Delete", 1, func(i int) error { return wantFailure(c.Delete(ctx, "k")) }},
+			}
+			for _, p := range paths {
+				for i := range 3 {
+					before := c.Stats().RedisErrors
+					start := time.Now()
+					err := p.call(i)
+					if took := time.Since(start); took > perCallBound {
+						t.Errorf("%s call %d took %s (budget %s, bound %s)", p.name, i, took, defaultRedisTimeout, perCallBound)
+					}
+					if err != nil {
+						t.Errorf("%s call %d: %v", p.name, i, err)
+					}
+					if got := c.Stats().RedisErrors - before; got != p.steps {
+						t.Errorf("%s call %d counted %d Redis failures towards the breaker, want %d (one per step)", p.name, i, got, p.steps)
+					}
+				}
+			}
+			closed := async(func() error { return c.Close() })
+			r := within(t, closed, 2*time.Second, "Close against a silent Redis")
+			if r.took > perCallBound {
+				t.Errorf("Close took %s", r.took)
+			}
+		})
+	}
+}
+
+// wantFailure turns "no error" into one: a direct call against a Redis that
+// does not answer must fail (with ErrRedisTimeout), never pretend.
+func wantFailure(err error) error {
+	switch {
+	case err == nil:
+		return errors.New("no error against a silent Redis")
+	case errors.Is(err, cache.ErrRedisTimeout):
+		return nil
+	}
+	return fmt.Errorf("%w, want ErrRedisTimeout", err)
+}
+
+func quietLogger2() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A caller's deadline holds when Redis goes silent in the middle of a load,
+// after the claim, with a budget far above the deadline: the fill (compute
+// succeeded) or the abandon (compute failed) must not hold the caller past
+// its deadline. abandon runs under context.WithoutCancel bounded by 1 s, so
+// this is where a deadline could leak.
+func TestReviewDeadlineWhenRedisHangsAfterTheClaim(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	for _, cfg := range clientConfigs {
+		for _, fail := range []bool{false, true} {
+			for _, batch := range []bool{false, true} {
+				name := fmt.Sprintf("%s/fail=%v/batch=%v", cfg.name, fail, batch)
+				t.Run(name, func(t *testing.T) {
+					p, err := faultproxy.New(redistest.Addr(t))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = p.Close() })
+					c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), RedisTimeout: 5 * time.Second})
+					ctx, cancel := context.WithTimeout(context.Background(), deadline)
+					defer cancel()
+					compute := func() error {
+						p.SetPartition(true) // Redis goes silent while the origin runs
+						if fail {
+							return errors.New("origin failed")
+						}
+						return nil
+					}
+					start := time.Now()
+					if batch {
+						_, _ = c.GetOrComputeMany(ctx, []string{"a", "b"}, func(context.Context, []string) (map[string]string, error) {
+							if err := compute(); err != nil {
+								return nil, err
+							}
+							return map[string]string{"a": "v", "b": "v"}, nil
+						})
+					} else {
+						_, _ = c.GetOrCompute(ctx, "a", func(context.Context) (string, error) { return "v", compute() })
+					}
+					took := time.Since(start)
+					p.SetPartition(false)
+					if took > deadline+perCallBound {
+						t.Errorf("call took %s with a %s deadline (budget 5s)", took, deadline)
+					}
+				})
+			}
+		}
+	}
+}
+
+// Close returns promptly while a background refresh's step is stuck on a
+// silent Redis, with a budget far above any reasonable Close time. FAILS
+// with ContextTimeoutEnabled: the fill runs inline, and Close's
+// cancellation of background work does not reach the socket read
+// (go-redis maps only deadlines onto it), so Close waits until the read
+// times out (about 5 s here, RedisTimeout 10 s).
+func TestReviewCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			p, err := faultproxy.New(redistest.Addr(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			// Writes after the compute are the fill's: wrote tells that the
+			// fill is on the wire, waiting for its reply.
+			var armed atomic.Bool
+			wrote := make(chan struct{}, 1)
+			o := cfg.opts(p.Addr())
+			var d net.Dialer
+			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				conn, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &signalConn{Conn: conn, armed: &armed, wrote: wrote}, nil
+			}
+			rdb := redis.NewClient(o)
+			t.Cleanup(func() { _ = rdb.Close() })
+			c, err := cache.New[string](rdb, cache.Options{Namespace: redistest.Prefix(t), RedisTimeout: 10 * time.Second,
+				TTL: time.Minute, Stale: time.Hour, Logger: quietLogger2()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			clk := cache.NewClock()
+			cache.UseClock(c, clk)
+			ctx := bounded(t, 5*time.Second)
+			if err := c.Set(ctx, "k", "v"); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(2 * time.Minute) // stale: the next read answers and refreshes in the background
+			refreshing := make(chan struct{}, 1)
+			r, err := c.Fetch(ctx, "k", func(context.Context) (string, error) {
+				p.SetPartition(true) // the refresh claimed; its fill is stuck in a silent Redis
+				armed.Store(true)
+				refreshing <- struct{}{}
+				return "v2", nil
+			})
+			if err != nil || r.Outcome != cache.Stale {
+				t.Fatalf("%+v %v, want Stale", r, err)
+			}
+			defer p.SetPartition(false)
+			within(t, refreshing, 5*time.Second, "the refresh's compute")
+			within(t, wrote, 5*time.Second, "the refresh's fill on the wire")
+			closed := async(func() error { return c.Close() })
+			res, ok := tryWithin(closed, 3*time.Second)
+			if !ok {
+				t.Errorf("Close while a refresh's fill is stuck did not return within 3s; goroutines:\n%s", stampedeStacks())
+				p.SetPartition(false)
+				p.Reset()
+				res = <-closed
+			}
+			if res.took > perCallBound {
+				t.Errorf("Close took %s", res.took)
+			}
+		})
+	}
+}
+
+// The breaker opens on timed-out steps and closes again once Redis answers.
+func TestReviewBreakerClosesAfterSilentRedisRecovers(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			p, err := faultproxy.New(redistest.Addr(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			var opened, closedEv atomic.Int64
+			c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), BreakerThreshold: 2,
+				BreakerCooldown: 20 * time.Millisecond,
+				Observer: cache.ObserverFunc(func(_ context.Context, e cache.Event) {
+					switch e.Kind {
+					case cache.EventBreakerOpen:
+						opened.Add(1)
+					case cache.EventBreakerClosed:
+						closedEv.Add(1)
+					}
+				})})
+			ctx := context.Background()
+			fn := func(context.Context) (string, error) { return "v", nil }
+			p.SetPartition(true)
+			for i := range 4 {
+				if r, err := c.Fetch(ctx, "d"+strconv.Itoa(i), fn); err != nil || r.Outcome != cache.Degraded {
+					t.Fatalf("call %d while silent: %+v %v", i, r, err)
+				}
+			}
+			if opened.Load() == 0 {
+				t.Fatal("the breaker did not open after timed-out steps")
+			}
+			p.SetPartition(false)
+			p.Reset() // the stuck connections carry late replies: drop them
+			i := 0
+			eventually(t, 10*time.Second, func() bool {
+				i++
+				r, err := c.Fetch(ctx, "r"+strconv.Itoa(i), fn)
+				return err == nil && r.Outcome == cache.Miss
+			}, func() string { return fmt.Sprintf("stats %+v, closed events %d", c.Stats(), closedEv.Load()) })
+		})
+	}
+}
+
+// busyObserver counts, per key, the claims a cache lost (it is about to wait).
+type busyObserver struct{ n atomic.Int64 }
+
+func (b *busyObserver) Observe(_ context.Context, e cache.Event) {
+	if e.Kind == cache.EventLeaseBusy {
+		b.n.Add(1)
+	}
+}
+
+// numsub returns how many subscribers channel has.
+func numsub(t testing.TB, rdb *redis.Client, channel string) int64 {
+	m, err := rdb.PubSubNumSub(context.Background(), channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[channel]
+}
+
+// No lost wake-ups: two waits on one key in one process (GetOrCompute and
+// GetOrComputeMany, so the second joins a channel already subscribed and
+// gets a PING barrier) are both woken by a fill published after they began,
+// with PollInterval 1 min so that only the notification can wake them
+// (the first safety-net poll is at least PollInterval/32 ≈ 1.9 s away). The
+// "kill" variant kills the pub/sub connection (CLIENT KILL TYPE pubsub)
+// while both wait, and starts a third wait right after the kill, racing
+// the notifier's reset: its barrier PING may go out on the dead connection.
+func TestReviewGateNoLostWakeUps(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run("kill="+strconv.FormatBool(kill), func(t *testing.T) {
+			for round := range 5 {
+				reviewGateRound(t, kill, "k"+strconv.Itoa(round))
+			}
+		})
+	}
+}
+
+func reviewGateRound(t *testing.T, kill bool, key string) {
+	t.Helper()
+	ns := redistest.Prefix(t)
+	admin := redistest.Client(t)
+	opts := cache.Options{Namespace: ns, PollInterval: time.Minute, WaitTimeout: 30 * time.Second, LeaseTTL: 30 * time.Second}
+	holder := newCache[string](t, redistest.Client(t), opts)
+	obs := &busyObserver{}
+	wopts := opts
+	wopts.Observer = obs
+	w := newCache[string](t, redistest.Client(t), wopts)
+	ctx := bounded(t, 20*time.Second)
+
+	h := newHeld(t, "filled")
+	held := async(func() error { _, err := holder.GetOrCompute(ctx, key, h.fn); return err })
+	within(t, h.calls, 5*time.Second, "the holder's compute")
+
+	never := func(context.Context) (string, error) { return "", errors.New("a waiter computed") }
+	neverMany := func(context.Context, []string) (map[string]string, error) {
+		return nil, errors.New("a waiter computed")
+	}
+	one := async(func() valErr[string] { v, err := w.GetOrCompute(ctx, key, never); return valErr[string]{v, err} })
+	ch := regressChannel(ns, key)
+	pollFor(t, "the first waiter's subscription", 5*time.Second, time.Millisecond, func() bool {
+		return obs.n.Load() >= 1 && numsub(t, admin, ch) >= 1
+	})
+	two := async(func() valErr[map[string]string] {
+		m, err := w.GetOrComputeMany(ctx, []string{key}, neverMany)
+		return valErr[map[string]string]{m, err}
+	})
+	pollFor(t, "the second waiter's claim", 5*time.Second, time.Millisecond, func() bool { return obs.n.Load() >= 2 })
+	var three <-chan timed[valErr[map[string]string]]
+	if kill {
+		if err := admin.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+		three = async(func() valErr[map[string]string] {
+			m, err := w.GetOrComputeMany(ctx, []string{key}, neverMany)
+			return valErr[map[string]string]{m, err}
+		})
+		pollFor(t, "the third waiter's claim", 5*time.Second, time.Millisecond, func() bool { return obs.n.Load() >= 3 })
+		// go-redis resubscribes after the notifier's backoff.
+		pollFor(t, "the resubscription", 5*time.Second, time.Millisecond, func() bool { return numsub(t, admin, ch) >= 1 })
+	}
+	h.Release()
+	if err := within(t, held, 5*time.Second, "the holder's fill"); err.v != nil {
+		t.Fatal(err.v)
+	}
+	const wake = 1500 * time.Millisecond // a notification's delivery, not a poll
+	r1, ok := tryWithin(one, wake)
+	if !ok {
+		t.Errorf("%s: GetOrCompute waiter not woken within %s of the fill", key, wake)
+		r1 = <-one
+	}
+	if r1.v.err != nil || r1.v.v != "filled" {
+		t.Errorf("%s: GetOrCompute waiter: %q %v", key, r1.v.v, r1.v.err)
+	}
+	for i, c := range []<-chan timed[valErr[map[string]string]]{two, three} {
+		if c == nil {
+			continue
+		}
+		r, ok := tryWithin(c, wake)
+		if !ok {
+			t.Errorf("%s: GetOrComputeMany waiter %d not woken within %s of the fill (lost wake-up)", key, i+2, wake)
+			r = <-c
+		}
+		if r.v.err != nil || r.v.v[key] != "filled" {
+			t.Errorf("%s: GetOrComputeMany waiter %d: %v %v", key, i+2, r.v.v, r.v.err)
+		}
+	}
+}
+
+// A Delete that returned is never undone by a fill notification published
+// before it, for a waiter whose channel was already
+// subscribed (the PING barrier case). The waiting replica's pub/sub
+// connection runs through a proxy that delays what it carries, so the old
+// fill's notification is still on its way when the new wait begins; its
+// command connections are direct.
+//
+// Here the Delete runs on the waiting replica itself: it forgets its load in
+// flight, so the second call waits anew on a channel the first wait still
+// holds subscribed, and gets a PING barrier. Passes: a regression guard of
+// the gate.
+func TestReviewGateLocalDeleteNotUndoneByALateNotification(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { reviewDeleteNotUndone(t, true, batch) })
+	}
+}
+
+// The same with the Delete on another replica. FAILS (most runs): the
+// second call, begun after the Delete returned, reads Redis (the key is
+// missing), loses the claim to the new holder, and then joins the waiting
+// replica's load still in flight for the key (singleflight, keyed by key),
+// which began before the Delete and answers with the old fill's
+// notification: "old" is served after the Delete returned. The gate cannot
+// help: the second call never becomes a waiter of its own. Only a Delete or
+// Set on the same replica forgets the load in flight (forgetLocal). It
+// passes in the runs where the Delete's own notification overwrites the
+// fill's before the first waiter takes it.
+func TestReviewRemoteDeleteUndoneByJoiningAnOlderLoad(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { reviewDeleteNotUndone(t, false, batch) })
+	}
+}
+
+func reviewDeleteNotUndone(t *testing.T, localDelete, batch bool) {
+	ns := redistest.Prefix(t)
+	admin := redistest.Client(t)
+	p, err := faultproxy.New(redistest.Addr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	var viaProxy atomic.Bool
+	var d net.Dialer
+	wrdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if viaProxy.Load() {
+			return d.DialContext(ctx, network, p.Addr())
+		}
+		return d.DialContext(ctx, network, addr)
+	}})
+	t.Cleanup(func() { _ = wrdb.Close() })
+	opts := cache.Options{Namespace: ns, LeaseTTL: 30 * time.Second, WaitTimeout: 30 * time.Second, RedisTimeout: 5 * time.Second}
+	obs := &busyObserver{}
+	wopts := opts
+	wopts.Observer = obs
+	w := newCache[string](t, wrdb, wopts)
+	a1 := newCache[string](t, redistest.Client(t), opts)
+	a2 := newCache[string](t, redistest.Client(t), opts)
+	ctx := bounded(t, 30*time.Second)
+	const key = "k"
+
+	// One pooled command connection, dialled directly and kept idle.
+	if _, _, err := w.Get(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	h1 := newHeld(t, "old")
+	held1 := async(func() error { _, err := a1.GetOrCompute(ctx, key, h1.fn); return err })
+	within(t, h1.calls, 5*time.Second, "the first holder's compute")
+
+	// The first wait dials the pub/sub connection, through the proxy.
+	viaProxy.Store(true)
+	first := async(func() valErr[string] {
+		v, err := w.GetOrCompute(ctx, key, func(context.Context) (string, error) { return "first-computed", nil })
+		return valErr[string]{v, err}
+	})
+	ch := regressChannel(ns, key)
+	pollFor(t, "the first wait's subscription", 10*time.Second, time.Millisecond, func() bool {
+		return obs.n.Load() >= 1 && numsub(t, admin, ch) >= 1
+	})
+	viaProxy.Store(false)
+	p.SetLatency(400 * time.Millisecond) // what the pub/sub connection carries from now on arrives late
+
+	h1.Release() // fills "old" and publishes it: on its way for 400 ms
+	if err := within(t, held1, 5*time.Second, "the first fill"); err.v != nil {
+		t.Fatal(err.v)
+	}
+	deleter := a1
+	if localDelete {
+		deleter = w // the waiting replica's own Delete: its flight is forgotten, the next call waits anew
+	}
+	if err := deleter.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	// A new holder, so that the next wait waits.
+	h2 := newHeld(t, "new")
+	held2 := async(func() error { _, err := a2.GetOrCompute(ctx, key, h2.fn); return err })
+	within(t, h2.calls, 5*time.Second, "the second holder's compute")
+
+	second := async(func() valErr[map[string]string] {
+		if !batch {
+			v, err := w.GetOrCompute(ctx, key, func(context.Context) (string, error) { return "second-computed", nil })
+			return valErr[map[string]string]{map[string]string{key: v}, err}
+		}
+		m, err := w.GetOrComputeMany(ctx, []string{key}, func(context.Context, []string) (map[string]string, error) {
+			return map[string]string{key: "second-computed"}, nil
+		})
+		return valErr[map[string]string]{m, err}
+	})
+	pollFor(t, "the second wait's claim", 5*time.Second, time.Millisecond, func() bool { return obs.n.Load() >= 2 })
+	// The first waiter began before the Delete: "old" (the fill's
+	// notification) or "new" (the Delete's marker overwrote it and it
+	// re-read, then waits for the second holder) are both right for it.
+	// The second holder fills once the first waiter answered, or after 3 s
+	// (the marker case), so that the old notification arrives first.
+	r1, ok := tryWithin(first, 3*time.Second)
+	h2.Release()
+	if !ok {
+		r1 = within(t, first, 20*time.Second, "the first waiter")
+	}
+	if r1.v.err != nil {
+		t.Fatal(r1.v.err)
+	}
+	if err := within(t, held2, 5*time.Second, "the second fill"); err.v != nil {
+		t.Fatal(err.v)
+	}
+	r2 := within(t, second, 20*time.Second, "the second waiter")
+	if r2.v.err != nil {
+		t.Fatal(r2.v.err)
+	}
+	if got := r2.v.v[key]; got != "new" {
+		t.Errorf("second waiter answered %q after the Delete returned, want %q (a notification published before the Delete undid it)", got, "new")
+	}
+	t.Logf("first waiter (began before the Delete) answered %q; second (began after it) %q", r1.v.v, r2.v.v[key])
+}
+
+// A waiter's caller deadline holds when Redis goes silent during the wait,
+// with a budget far above the deadline (passes); and Close, with a waiter
+// without a deadline still waiting on the silent Redis, returns promptly
+// and frees that waiter. FAILS (both client configurations; Close took
+// 4.6-14.7 s in our runs): notifier.sendLocked calls go-redis'
+// PubSub.Subscribe under notifier.mu, and on the pub/sub connection's first
+// use (or after a reconnect) go-redis dials and runs its handshake (HELLO)
+// there, a socket read bounded by go-redis' own timeouts, not by the budget
+// nor the context. While it hangs on a silent Redis, notifier.mu is held:
+// Close (notifier.close takes it), every other waiter's join, and every
+// notification's delivery wait behind it.
+func TestReviewWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			ns := redistest.Prefix(t)
+			holder := newCache[string](t, redistest.Client(t), cache.Options{Namespace: ns})
+			ctx := bounded(t, 20*time.Second)
+			h := newHeld(t, "h")
+			held := async(func() error { _, err := holder.GetOrCompute(ctx, "k", h.fn); return err })
+			within(t, h.calls, 5*time.Second, "the holder's compute")
+			defer func() {
+				h.Release()
+				within(t, held, 5*time.Second, "the holder")
+			}()
+
+			p, err := faultproxy.New(redistest.Addr(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			rdb := redis.NewClient(cfg.opts(p.Addr()))
+			t.Cleanup(func() { _ = rdb.Close() })
+			obs := &busyObserver{}
+			w, err := cache.New[string](rdb, cache.Options{Namespace: ns, RedisTimeout: 5 * time.Second,
+				PollInterval: 20 * time.Millisecond, Observer: obs, Logger: quietLogger2()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = w.Close() })
+			const deadline = 400 * time.Millisecond
+			dctx, cancel := context.WithTimeout(ctx, deadline)
+			defer cancel()
+			never := func(context.Context) (string, error) { return "computed", nil }
+			withDeadline := async(func() error { _, err := w.GetOrCompute(dctx, "k", never); return err })
+			noDeadline := async(func() error {
+				_, err := w.GetOrComputeMany(context.Background(), []string{"k"}, func(context.Context, []string) (map[string]string, error) {
+					return map[string]string{"k": "computed"}, nil
+				})
+				return err
+			})
+			pollFor(t, "both claims lost", 5*time.Second, time.Millisecond, func() bool { return obs.n.Load() >= 2 })
+			p.SetPartition(true) // every poll of the waiters now hangs
+			defer p.SetPartition(false)
+			r := within(t, withDeadline, 5*time.Second, "the waiter with a deadline")
+			if r.took > deadline+perCallBound {
+				t.Errorf("waiter with a %s deadline took %s", deadline, r.took)
+			}
+			if !errors.Is(r.v, context.DeadlineExceeded) {
+				t.Errorf("waiter with a deadline: %v, want DeadlineExceeded", r.v)
+			}
+			closed := async(func() error { return w.Close() })
+			c, ok := tryWithin(closed, 3*time.Second)
+			if !ok {
+				t.Errorf("Close with a waiter on a silent Redis did not return within 3s; goroutines:\n%s", stampedeStacks())
+				c = <-closed
+			}
+			if c.took > perCallBound {
+				t.Errorf("Close took %s", c.took)
+			}
+			// Close does not cut a caller's step short: the waiter without a
+			// deadline finishes the step it is in, within one budget (5 s
+			// here), then answers. Within the guarantee (one budget per
+			// step), but with a large budget a caller outlives Close by it.
+			nd, ok := tryWithin(noDeadline, 5*time.Second+perCallBound)
+			if !ok {
+				t.Errorf("a waiter without deadline still waits one budget after Close returned")
+				p.SetPartition(false)
+				nd = <-noDeadline
+			}
+			t.Logf("waiter without deadline after Close: %v (%s after it began)", nd.v, nd.took)
+		})
+	}
+}
+
+// stampedeStacks returns the stacks of the goroutines in this module's
+// code, to say where a call hangs.
+func stampedeStacks() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "stampede/cache.") && !strings.Contains(g, "testing.tRunner") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// A caller's cancellation (not a deadline: a client that went away) ends
+// its call at once, with a budget far above. FAILS with
+// ContextTimeoutEnabled: that client's steps run inline (redis_budget.go),
+// and go-redis maps only a context's deadline onto the socket, never its
+// cancellation, so the call sits in the socket read until the budget's
+// deadline (2 s here). The same inline step makes Close wait for a
+// background step stuck on a silent Redis (bgCancel does not reach the
+// socket): see TestReviewCloseDuringBackgroundRefreshOnSilentRedis, which
+// fails with ContextTimeoutEnabled when the refresh's fill is already in
+// its read.
+func TestReviewCancellationEndsTheCallAtOnce(t *testing.T) {
+	const budget = 2 * time.Second
+	const cancelAfter = 100 * time.Millisecond
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			c := budgeted(t, cfg.opts(silentAddr(t)), cache.Options{RedisTimeout: budget, BreakerThreshold: 1 << 20})
+			// Set and Delete: one step each, on the caller's goroutine. (The
+			// hit-path read, Get and GetOrCompute's first GET, is shared
+			// and, without a deadline, notices a cancellation only when
+			// the read ends, within one budget: documented in
+			// read_group.go, so not asserted here.)
+			calls := []struct {
+				name string
+				call func(ctx context.Context) error
+			}{
+				{"Set", func(ctx context.Context) error { return c.Set(ctx, "k", "v") }},
+				{"Delete", func(ctx context.Context) error { return c.Delete(ctx, "k") }},
+			}
+			for _, cl := range calls {
+				ctx, cancel := context.WithCancel(context.Background())
+				timer := time.AfterFunc(cancelAfter, cancel) // the caller goes away mid-step
+				start := time.Now()
+				err := cl.call(ctx)
+				took := time.Since(start)
+				timer.Stop()
+				cancel()
+				if took > cancelAfter+perCallBound {
+					t.Errorf("%s: cancelled after %s, returned after %s (budget %s): %v", cl.name, cancelAfter, took, budget, err)
+				}
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("%s: %v, want context.Canceled", cl.name, err)
+				}
+			}
+		})
+	}
+}
+
+// signalConn tells, once armed, that something was written on it.
+type signalConn struct {
+	net.Conn
+	armed *atomic.Bool
+	wrote chan struct{}
+}
+
+func (c *signalConn) Write(b []byte) (int, error) {
+	if c.armed.Load() {
+		select {
+		case c.wrote <- struct{}{}:
+		default:
+		}
+	}
+	return c.Conn.Write(b)
+}
