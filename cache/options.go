@@ -103,7 +103,8 @@ type Options struct {
 	// Degraded, or an error from Get, Set and Delete). The caller's context
 	// bounds every step too. A budget below Redis' round trip makes every
 	// call degrade: raise it for a distant Redis. With a go-redis client
-	// built with ContextTimeoutEnabled the step runs inline; otherwise it
+	// built with ContextTimeoutEnabled, a step whose context cannot be
+	// cancelled (the shared hit-path read) runs inline; otherwise a step
 	// runs on a goroutine of its own, which the caller stops waiting for.
 	// Default: 100ms; negative turns it off (go-redis' timeouts apply).
 	RedisTimeout time.Duration

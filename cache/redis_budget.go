@@ -19,7 +19,10 @@ import (
 // instead. So, for such a client, a step runs on a goroutine of its own and
 // the caller stops waiting for it when the budget or its context ends; the
 // goroutine finishes when go-redis gives up. A client that honours
-// deadlines runs the step inline, under a context bounded by the budget.
+// deadlines runs the step inline, under a context bounded by the budget,
+// when the caller's context cannot be cancelled (the shared hit-path read
+// runs detached from its callers' cancellation): go-redis honours a
+// deadline on the socket, not a cancellation.
 type redisBudget struct {
 	d time.Duration // 0: no budget of our own
 	// inline: the client honours context deadlines on socket I/O.
@@ -63,7 +66,11 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 	// go-redis gives up what it can, a dial or a pool wait), never by the
 	// step's goroutine: that would race the reply it just sent.
 	defer cancel()
-	if b.inline {
+	// Inline only when nothing but the deadline can end ctx: go-redis
+	// takes a context's deadline to the socket, never its cancellation (a
+	// cancelled caller, or Close cancelling background work, would sit out
+	// the budget).
+	if b.inline && ctx.Done() == nil {
 		v, err := step(sctx)
 		return v, b.explain(ctx, sctx, err)
 	}
