@@ -31,9 +31,11 @@ import (
 // add their share).
 const perCallBound = 600 * time.Millisecond
 
-// defaultRedisTimeout is Options.RedisTimeout's default, set explicitly:
-// newCache gives the rest of the suite a generous testRedisTimeout.
-const defaultRedisTimeout = 100 * time.Millisecond
+// shortBudget is the budget these tests run with: the 100 ms issue 15's
+// table asks for (the default is 250 ms, see Options.RedisTimeout), below
+// the slow Redis' 200 ms round trip. newCache gives the rest of the suite a
+// generous testRedisTimeout.
+const shortBudget = 100 * time.Millisecond
 
 // testRedisTimeout is the budget of the suite's other caches.
 const testRedisTimeout = 2 * time.Second
@@ -99,13 +101,14 @@ var clientConfigs = []struct {
 	}},
 }
 
-// budgeted returns a cache with the default budget on a client of addr.
+// budgeted returns a cache with shortBudget (unless opts says otherwise) on
+// a client of addr.
 func budgeted(t *testing.T, o *redis.Options, opts cache.Options) *cache.Cache[string] {
 	t.Helper()
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
 	if opts.RedisTimeout == 0 {
-		opts.RedisTimeout = defaultRedisTimeout
+		opts.RedisTimeout = shortBudget
 	}
 	return newCache[string](t, rdb, opts)
 }
@@ -227,8 +230,7 @@ func slowRedis(t *testing.T, oneWay time.Duration) string {
 	return p.Addr()
 }
 
-// Redis 100 ms away each way (a 200 ms round trip) with the default 100 ms
-// budget: every step runs out of it, so every call answers within about one
+// Redis 100 ms away each way (a 200 ms round trip) with a 100 ms budget: every step runs out of it, so every call answers within about one
 // budget, degraded, instead of 0.2–1.2 s.
 func TestBudgetBoundsEachStepAgainstASlowRedis(t *testing.T) {
 	for _, cfg := range clientConfigs {
@@ -304,7 +306,7 @@ func TestBudgetHonoursTheCallersDeadline(t *testing.T) {
 	}()
 	addr := slowRedis(t, 100*time.Millisecond)
 	for _, cfg := range clientConfigs {
-		for _, budget := range []time.Duration{defaultRedisTimeout, 5 * time.Second} { // one above every step
+		for _, budget := range []time.Duration{shortBudget, 5 * time.Second} { // one above every step
 			c := budgeted(t, cfg.opts(addr), cache.Options{Namespace: ns, RedisTimeout: budget})
 			for _, key := range []string{"hot", "cold", "held"} {
 				name := fmt.Sprintf("%s/budget=%s/%s", cfg.name, budget, key)

@@ -42,7 +42,7 @@ func ExampleCache_GetOrCompute() {
 		TTL:       time.Minute,      // fresh for this long
 		Stale:     10 * time.Minute, // then served stale while one caller refreshes
 		// Each Redis step gets this long before the call goes on without
-		// Redis (default 100ms; generous here, as these examples also run
+		// Redis (default 250ms; generous here, as these examples also run
 		// under the race detector).
 		RedisTimeout: time.Second,
 	})

@@ -54,7 +54,7 @@ func TestReviewBudgetEveryPathEveryClientOption(t *testing.T) {
 			rdb := redis.NewClient(cfg.opts(silentAddr(t)))
 			t.Cleanup(func() { _ = rdb.Close() })
 			c, err := cache.New[string](rdb, cache.Options{
-				Namespace: redistest.Prefix(t), RedisTimeout: defaultRedisTimeout,
+				Namespace: redistest.Prefix(t), RedisTimeout: shortBudget,
 				BreakerThreshold: 1 << 20, Logger: quietLogger2(),
 			})
 			if err != nil {
@@ -103,7 +103,7 @@ func TestReviewBudgetEveryPathEveryClientOption(t *testing.T) {
 					start := time.Now()
 					err := p.call(i)
 					if took := time.Since(start); took > perCallBound {
-						t.Errorf("%s call %d took %s (budget %s, bound %s)", p.name, i, took, defaultRedisTimeout, perCallBound)
+						t.Errorf("%s call %d took %s (budget %s, bound %s)", p.name, i, took, shortBudget, perCallBound)
 					}
 					if err != nil {
 						t.Errorf("%s call %d: %v", p.name, i, err)
