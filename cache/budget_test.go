@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
-	"github.com/stampede-go/stampede/internal/faultproxy"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -221,11 +220,7 @@ func TestBudgetProbeNeverHoldsACaller(t *testing.T) {
 // oneWay in each direction.
 func slowRedis(t *testing.T, oneWay time.Duration) string {
 	t.Helper()
-	p, err := faultproxy.New(redistest.Addr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newProxy(t)
 	p.SetLatency(oneWay)
 	return p.Addr()
 }

@@ -26,11 +26,7 @@ func proxied(t *testing.T, n int) (*faultproxy.Proxy, []*cache.Cache[string]) {
 // and wait options are set here).
 func proxiedWith(t *testing.T, n int, opts cache.Options) (*faultproxy.Proxy, []*cache.Cache[string]) {
 	t.Helper()
-	p, err := faultproxy.New(redistest.Addr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newProxy(t)
 	ns := redistest.Prefix(t)
 	var caches []*cache.Cache[string]
 	for range n {

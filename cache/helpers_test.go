@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/faultproxy"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -49,6 +50,18 @@ func newCache[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options
 		}
 	})
 	return c
+}
+
+// newProxy starts a fault-injecting proxy in front of the package's Redis,
+// closed at cleanup.
+func newProxy(t testing.TB) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(redistest.Addr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // replicas returns n caches in one namespace, each with its own Redis

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/internal/faultproxy"
-	"github.com/stampede-go/stampede/internal/redistest"
 )
 
 // Helpers of the issue-14 regression tests (regress_*_test.go).
@@ -141,11 +140,7 @@ func (h *held[V]) batch(prefix string) func(context.Context, []string) (map[stri
 // run it: ContextTimeoutEnabled off) and readTimeout.
 func proxiedClient(t testing.TB, readTimeout time.Duration) (*faultproxy.Proxy, *redis.Client) {
 	t.Helper()
-	p, err := faultproxy.New(redistest.Addr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newProxy(t)
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: readTimeout,
 		ReadTimeout: readTimeout, WriteTimeout: readTimeout})
 	t.Cleanup(func() { _ = rdb.Close() })

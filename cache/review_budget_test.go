@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
-	"github.com/stampede-go/stampede/internal/faultproxy"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -148,11 +147,7 @@ func TestReviewDeadlineWhenRedisHangsAfterTheClaim(t *testing.T) {
 			for _, batch := range []bool{false, true} {
 				name := fmt.Sprintf("%s/fail=%v/batch=%v", cfg.name, fail, batch)
 				t.Run(name, func(t *testing.T) {
-					p, err := faultproxy.New(redistest.Addr(t))
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = p.Close() })
+					p := newProxy(t)
 					c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), RedisTimeout: 5 * time.Second})
 					ctx, cancel := context.WithTimeout(context.Background(), deadline)
 					defer cancel()
@@ -194,11 +189,7 @@ func TestReviewDeadlineWhenRedisHangsAfterTheClaim(t *testing.T) {
 func TestReviewCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
-			p, err := faultproxy.New(redistest.Addr(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
+			p := newProxy(t)
 			// Writes after the compute are the fill's: wrote tells that the
 			// fill is on the wire, waiting for its reply.
 			var armed atomic.Bool
@@ -259,11 +250,7 @@ func TestReviewCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 func TestReviewBreakerClosesAfterSilentRedisRecovers(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
-			p, err := faultproxy.New(redistest.Addr(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
+			p := newProxy(t)
 			var opened, closedEv atomic.Int64
 			c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), BreakerThreshold: 2,
 				BreakerCooldown: 20 * time.Millisecond,
@@ -447,11 +434,7 @@ func TestReviewRemoteDeleteUndoneByJoiningAnOlderLoad(t *testing.T) {
 func reviewDeleteNotUndone(t *testing.T, localDelete, batch bool) {
 	ns := redistest.Prefix(t)
 	admin := redistest.Client(t)
-	p, err := faultproxy.New(redistest.Addr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newProxy(t)
 	var viaProxy atomic.Bool
 	var d net.Dialer
 	wrdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -576,11 +559,7 @@ func TestReviewWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
 				within(t, held, 5*time.Second, "the holder")
 			}()
 
-			p, err := faultproxy.New(redistest.Addr(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
+			p := newProxy(t)
 			rdb := redis.NewClient(cfg.opts(p.Addr()))
 			t.Cleanup(func() { _ = rdb.Close() })
 			obs := &busyObserver{}
