@@ -112,6 +112,31 @@ func budgeted(t *testing.T, o *redis.Options, opts cache.Options) *cache.Cache[s
 	return newCache[string](t, rdb, opts)
 }
 
+// boundedSequence makes n sequential Fetch calls on c, over keys distinct
+// keys, each of which must answer "v" within perCallBound, and all of them
+// within 2 s; it returns their outcomes.
+func boundedSequence(t *testing.T, c *cache.Cache[string], n, keys int) []cache.Outcome {
+	t.Helper()
+	origin := func(context.Context) (string, error) { return "v", nil }
+	outcomes := make([]cache.Outcome, n)
+	start := time.Now()
+	for i := range n {
+		callStart := time.Now()
+		r, err := c.Fetch(context.Background(), "k"+strconv.Itoa(i%keys), origin)
+		if took := time.Since(callStart); took > perCallBound {
+			t.Errorf("call %d took %s (bound %s)", i, took, perCallBound)
+		}
+		if err != nil || r.Value != "v" {
+			t.Fatalf("call %d: %+v %v", i, r, err)
+		}
+		outcomes[i] = r.Outcome
+	}
+	if took := time.Since(start); took >= 2*time.Second {
+		t.Errorf("%d sequential calls took %s, want < 2s", n, took)
+	}
+	return outcomes
+}
+
 func TestBudgetBoundsEveryCallWhenRedisIsDown(t *testing.T) {
 	for _, down := range []struct {
 		name string
@@ -124,23 +149,14 @@ func TestBudgetBoundsEveryCallWhenRedisIsDown(t *testing.T) {
 				origin := func(ctx context.Context) (string, error) { return "v", nil }
 
 				c := budgeted(t, cfg.opts(addr), cache.Options{})
-				start := time.Now()
-				for i := range 20 {
-					callStart := time.Now()
-					r, err := c.Fetch(ctx, "k"+strconv.Itoa(i), origin)
-					if took := time.Since(callStart); took > perCallBound {
-						t.Errorf("call %d took %s (bound %s)", i, took, perCallBound)
+				for i, o := range boundedSequence(t, c, 20, 20) {
+					if o != cache.Degraded {
+						t.Fatalf("call %d: %s, want degraded", i, o)
 					}
-					if err != nil || r.Value != "v" || r.Outcome != cache.Degraded {
-						t.Fatalf("call %d: %+v %v", i, r, err)
-					}
-				}
-				if took := time.Since(start); took >= 2*time.Second {
-					t.Errorf("20 sequential calls took %s, want < 2s", took)
 				}
 
 				c = budgeted(t, cfg.opts(addr), cache.Options{})
-				start = time.Now()
+				start := time.Now()
 				var wg sync.WaitGroup
 				errs := make(chan error, 100)
 				for i := range 100 {
@@ -197,21 +213,8 @@ func TestBudgetProbeNeverHoldsACaller(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			c := budgeted(t, cfg.opts(silentAddr(t)), cache.Options{BreakerCooldown: 5 * time.Millisecond})
-			start := time.Now()
-			for i := range 60 {
-				callStart := time.Now()
-				r, err := c.Fetch(context.Background(), "k"+strconv.Itoa(i%7), func(context.Context) (string, error) { return "v", nil })
-				if took := time.Since(callStart); took > perCallBound {
-					t.Errorf("call %d took %s", i, took)
-				}
-				if err != nil || r.Value != "v" {
-					t.Fatalf("call %d: %+v %v", i, r, err)
-				}
-			}
 			// 60 calls, of which at most BreakerThreshold pay a budget each.
-			if took := time.Since(start); took >= 2*time.Second {
-				t.Errorf("60 calls took %s", took)
-			}
+			boundedSequence(t, c, 60, 7)
 		})
 	}
 }
@@ -231,20 +234,7 @@ func TestBudgetBoundsEachStepAgainstASlowRedis(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			c := budgeted(t, cfg.opts(slowRedis(t, 100*time.Millisecond)), cache.Options{Namespace: redistest.Prefix(t)})
-			start := time.Now()
-			for i := range 20 {
-				callStart := time.Now()
-				r, err := c.Fetch(context.Background(), "k"+strconv.Itoa(i), func(context.Context) (string, error) { return "v", nil })
-				if took := time.Since(callStart); took > perCallBound {
-					t.Errorf("call %d took %s", i, took)
-				}
-				if err != nil || r.Value != "v" {
-					t.Fatalf("call %d: %+v %v", i, r, err)
-				}
-			}
-			if took := time.Since(start); took >= 2*time.Second {
-				t.Errorf("20 sequential calls took %s, want < 2s", took)
-			}
+			boundedSequence(t, c, 20, 20)
 			if st := c.Stats(); st.RedisErrors == 0 || st.Degraded != 20 {
 				t.Errorf("stats %+v, want every call degraded after Redis errors", st)
 			}
