@@ -280,16 +280,15 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 	for i := range ks {
 		if err != nil {
 			out[i] = claimed[V]{err: fmt.Errorf("cache: claim %s: %w", ks[i].lease(), err)}
-			s.c.observeClaim(ctx, ks[i].key, out[i], start)
-			continue
+		} else {
+			out[i] = s.claimed(ctx, ks[i], tokens[i], rep.claims[i])
+			if out[i].won && genErr != nil { // a compute without a generation could not be checked
+				s.abandon(ctx, ks[i], out[i].claim)
+				s.redisFailed(ctx, genErr)
+				out[i] = claimed[V]{err: fmt.Errorf("cache: claim: read %s: %w", s.c.invKey(), genErr)}
+			}
+			out[i].claim.gen = gen
 		}
-		out[i] = s.claimed(ctx, ks[i], tokens[i], rep.claims[i])
-		if out[i].won && genErr != nil { // a compute without a generation could not be checked
-			s.abandon(ctx, ks[i], out[i].claim)
-			s.redisFailed(ctx, genErr)
-			out[i] = claimed[V]{err: fmt.Errorf("cache: claim: read %s: %w", s.c.invKey(), genErr)}
-		}
-		out[i].claim.gen = gen
 		s.c.observeClaim(ctx, ks[i].key, out[i], start)
 	}
 	return out
