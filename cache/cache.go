@@ -230,8 +230,12 @@ func (c *Cache[V]) check(key string) error {
 }
 
 // Close stops background refreshes (cancelling their context and waiting
-// for them) and the notification subscription. Later calls return
-// [ErrClosed]. It does not close the Redis client.
+// for them) and the notification subscriptions, and frees the callers
+// waiting on them. Later calls return [ErrClosed]. It does not close the
+// Redis client. It waits at most 100 ms for a pub/sub connection caught in
+// its handshake with a Redis that does not answer (go-redis bounds that by
+// its own DialTimeout and ReadTimeout only); that connection closes in the
+// background when go-redis gives up.
 func (c *Cache[V]) Close() error {
 	var err error
 	c.once.Do(func() {

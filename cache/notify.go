@@ -47,17 +47,33 @@ type notifier struct {
 	// first and after every reconnect.
 	onListening func()
 	closed      bool
-	stop        chan struct{}  // closed by close
-	bg          sync.WaitGroup // receivers and the resubscriber
+	life        context.Context // cancelled by close
+	end         context.CancelFunc
+	bg          sync.WaitGroup // the resubscriber
+	// wire are the goroutines that call into go-redis' PubSub: receivers,
+	// senders and closers. close waits for them at most closeGrace, as one
+	// of them may be inside a connection's handshake, which nothing can cut
+	// short: it ends within go-redis' own DialTimeout and ReadTimeout.
+	wire sync.WaitGroup
 }
+
+// closeGrace bounds how long close waits for the goroutines that call into
+// go-redis. They end in microseconds unless one is in a handshake with a
+// Redis that does not answer; waiting for them otherwise means no goroutine
+// of the notifier outlives Close, which goroutine-leak checks in users'
+// tests rely on.
+const closeGrace = 100 * time.Millisecond
 
 // psConn is one pub/sub connection: the plain one, or a master's sharded one.
 type psConn struct {
 	addr string // the master's address; "" for the plain connection
 	ps   *redis.PubSub
 	dead bool // dropped: its confirmations no longer count
-	// barriers are the PINGs sent and not yet answered, by payload.
+	// barriers are the PINGs queued or sent and not yet answered, by payload.
 	barriers map[string]*subOp
+	// outbox are the commands to send, in order (see outbox.go).
+	outbox  []sendReq
+	sending bool // a sender drains outbox
 }
 
 func (p *psConn) sharded() bool { return p.addr != "" }
@@ -87,13 +103,20 @@ type channelState struct {
 	lastSub *subOp
 }
 
+// subOp is one command whose answer someone waits for: a (S)SUBSCRIBE or
+// (S)UNSUBSCRIBE, or a barrier's PING.
 type subOp struct {
 	subscribe bool
-	ready     chan struct{} // closed when confirmed (subscribe and barrier only)
+	ready     chan struct{} // closed once settled: confirmed, or failed (err)
+	err       error         // why it failed; set before ready closes
 }
 
-// done reports whether op was confirmed.
-func (op *subOp) done() bool {
+func newSubOp(subscribe bool) *subOp {
+	return &subOp{subscribe: subscribe, ready: make(chan struct{})}
+}
+
+// settled reports whether op was confirmed or failed.
+func (op *subOp) settled() bool {
 	select {
 	case <-op.ready:
 		return true
@@ -102,18 +125,36 @@ func (op *subOp) done() bool {
 	}
 }
 
+// opened reports whether Redis confirmed op; call with n.mu held.
+func (op *subOp) opened() bool { return op.settled() && op.err == nil }
+
+// settle confirms op (err nil) or fails it, once; call with n.mu held.
+func (op *subOp) settle(err error) {
+	if op.settled() {
+		return
+	}
+	op.err = err
+	close(op.ready)
+}
+
+// errPubSubLost settles the commands of a pub/sub connection that broke or
+// was dropped: their answers will not come.
+var errPubSubLost = errors.New("stampede: pub/sub connection lost")
+
 // wakeAll tells every waiter of the channel to re-read, handing each the
 // notification's payload ("" when there is none: a broken connection);
-// call with n.mu held. A notification reaches only the waiters whose gate
-// is open: it was published after their subscription or barrier took
+// call with n.mu held. Only a waiter whose gate is open takes the payload:
+// the notification was published after its subscription or barrier took
 // effect, so after the re-read that follows it. An older one may carry a
-// value that a Set or Delete has since replaced.
+// value that a Set or Delete has since replaced, so the others re-read
+// Redis instead.
 func (st *channelState) wakeAll(payload string) {
 	for w := range st.waiters {
-		if payload != "" && !w.gate.done() {
-			continue
+		if payload != "" && !w.gate.opened() {
+			w.last = ""
+		} else {
+			w.last = payload
 		}
-		w.last = payload
 		select {
 		case w.C <- struct{}{}:
 		default:
@@ -121,16 +162,32 @@ func (st *channelState) wakeAll(payload string) {
 	}
 }
 
-// release forgets the commands in flight, freeing whoever waits on them,
-// and wakes the waiters; call with n.mu held.
-func (st *channelState) release() {
+// release forgets the commands in flight, failing them with err to free
+// whoever waits on them, and wakes the waiters; call with n.mu held.
+func (st *channelState) release(err error) {
 	for _, op := range st.pending {
-		if op.subscribe {
-			close(op.ready)
-		}
+		op.settle(err)
 	}
 	st.pending = nil
 	st.wakeAll("")
+}
+
+// forget removes op from the commands in flight; call with n.mu held.
+func (st *channelState) forget(op *subOp) {
+	for i, p := range st.pending {
+		if p == op {
+			st.pending = append(st.pending[:i], st.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// tidyLocked forgets channel's state once nothing refers to it; call with
+// n.mu held.
+func (n *notifier) tidyLocked(channel string, st *channelState) {
+	if len(st.waiters) == 0 && len(st.pending) == 0 && st.lastSub == nil {
+		delete(n.chans, channel)
+	}
 }
 
 // waiter is one local waiter's registration on a channel.
@@ -160,11 +217,12 @@ func (w *waiter) take() string {
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
 	cc, _ := rdb.(*redis.ClusterClient)
+	life, end := context.WithCancel(context.Background())
 	return &notifier{
 		rdb: rdb, cluster: cc,
 		conns: make(map[string]*psConn), chans: make(map[string]*channelState),
 		lost: make(map[string]struct{}), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
+		life: life, end: end,
 	}
 }
 
@@ -198,69 +256,61 @@ func (n *notifier) join(ctx context.Context, channel string, sharded bool) (*wai
 	}
 	st.waiters[w] = struct{}{}
 	op := st.lastSub
-	var err error
 	switch {
-	case op != nil && op.done():
+	case op != nil && op.opened():
 		// Subscribed already: notifications published before this
 		// waiter's re-read may still be on their way. A PING on the
 		// connection is answered after them: the waiter hears only what
 		// follows it.
-		op, err = n.barrierLocked(ctx, st.conn)
-	case op != nil:
+		op = n.barrierLocked(st.conn)
+	case op != nil && !op.settled():
+		// Subscribing: its confirmation opens this waiter too.
 	case lookupErr != nil:
 		n.loseLocked(channel, st)
-		err = lookupErr
+		op = newSubOp(true)
+		op.settle(lookupErr) // never opens: the waiter re-reads and polls
 	default:
-		op, err = n.sendLocked(ctx, channel, st, node)
-	}
-	if op == nil {
-		op = &subOp{ready: make(chan struct{})} // never opens: the waiter re-reads and polls
+		op = n.sendLocked(channel, st, node)
 	}
 	w.gate = op
 	n.mu.Unlock()
-	if err != nil {
-		return w, err
-	}
+	// The commands go out on the connection's sender (outbox.go), never
+	// under n.mu: a connection's first command dials and handshakes, which
+	// against a Redis that does not answer lasts go-redis' own timeouts.
 	select {
 	case <-op.ready:
-		return w, nil
+		return w, op.err
 	case <-ctx.Done():
 		return w, context.Cause(ctx)
 	}
 }
 
-// sendLocked subscribes channel on its connection (node's sharded one, or
-// the plain one when node is nil); call with n.mu held. Sent under n.mu so
-// the order of pending matches the wire order.
-func (n *notifier) sendLocked(ctx context.Context, channel string, st *channelState, node *redis.Client) (*subOp, error) {
+// sendLocked queues the subscription of channel on its connection (node's
+// sharded one, or the plain one when node is nil); call with n.mu held.
+// Queued under n.mu, so the order of pending matches the wire order.
+func (n *notifier) sendLocked(channel string, st *channelState, node *redis.Client) *subOp {
 	conn := n.connLocked(node)
-	op := &subOp{subscribe: true, ready: make(chan struct{})}
+	op := newSubOp(true)
 	st.pending = append(st.pending, op)
 	st.lastSub = op
 	st.conn = conn
 	delete(n.lost, channel)
-	err := conn.sub(ctx, channel)
-	if err != nil && conn.sharded() {
-		n.dropLocked(conn) // the master is unreachable: try its successor later
-	}
-	return op, err
+	n.enqueueLocked(conn, sendReq{kind: sendSubscribe, name: channel, op: op})
+	return op
 }
 
-// barrierLocked sends a PING on conn and returns the barrier its answer
+// barrierLocked queues a PING on conn and returns the barrier its answer
 // confirms; call with n.mu held.
-func (n *notifier) barrierLocked(ctx context.Context, conn *psConn) (*subOp, error) {
+func (n *notifier) barrierLocked(conn *psConn) *subOp {
 	n.barrierSeq++
 	id := "stampede-barrier-" + strconv.FormatUint(n.barrierSeq, 10)
-	op := &subOp{ready: make(chan struct{})}
+	op := newSubOp(false)
 	if conn.barriers == nil {
 		conn.barriers = make(map[string]*subOp)
 	}
 	conn.barriers[id] = op
-	if err := conn.ps.Ping(ctx, id); err != nil {
-		delete(conn.barriers, id)
-		return nil, err
-	}
-	return op, nil
+	n.enqueueLocked(conn, sendReq{kind: sendPing, name: id, op: op})
+	return op
 }
 
 // pong confirms the barrier a PING answer names.
@@ -269,17 +319,17 @@ func (n *notifier) pong(c *psConn, payload string) {
 	defer n.mu.Unlock()
 	if op := c.barriers[payload]; op != nil {
 		delete(c.barriers, payload)
-		close(op.ready)
+		op.settle(nil)
 	}
 }
 
-// releaseBarriersLocked opens every barrier of a connection that broke:
-// the PINGs are lost, and its waiters were woken to re-read; call with n.mu
-// held.
-func (c *psConn) releaseBarriersLocked() {
+// releaseBarriersLocked fails every barrier of a connection that broke or
+// closed with err: the PINGs are lost, and its waiters were woken to
+// re-read; call with n.mu held.
+func (c *psConn) releaseBarriersLocked(err error) {
 	for id, op := range c.barriers {
 		delete(c.barriers, id)
-		close(op.ready)
+		op.settle(err)
 	}
 }
 
@@ -300,7 +350,7 @@ func (n *notifier) connLocked(node *redis.Client) *psConn {
 		c.ps = n.rdb.Subscribe(context.Background())
 	}
 	n.conns[addr] = c
-	n.bg.Add(1)
+	n.wire.Add(1)
 	go n.receive(c)
 	return c
 }
@@ -320,7 +370,6 @@ func (n *notifier) listen(ctx context.Context, channel string, fn func(payload s
 	return err
 }
 
-// close unregisters the waiter; the channel is unsubscribed when it was the last.
 // ready implements [subscription].
 func (w *waiter) ready() <-chan struct{} { return w.C }
 
@@ -341,20 +390,16 @@ func (w *waiter) close() {
 	delete(n.lost, w.channel)
 	if st.lastSub != nil && !n.closed {
 		st.lastSub = nil
-		st.pending = append(st.pending, &subOp{})
-		if err := st.conn.unsub(context.Background(), w.channel); err != nil {
-			// The connection broke; its receiver resets or drops it.
-			st.pending = st.pending[:len(st.pending)-1]
-		}
+		op := newSubOp(false)
+		st.pending = append(st.pending, op)
+		n.enqueueLocked(st.conn, sendReq{kind: sendUnsubscribe, name: w.channel, op: op})
 	}
-	if len(st.pending) == 0 {
-		delete(n.chans, w.channel)
-	}
+	n.tidyLocked(w.channel, st)
 }
 
 // receive reads one pub/sub connection until it is closed or dropped.
 func (n *notifier) receive(c *psConn) {
-	defer n.bg.Done()
+	defer n.wire.Done()
 	ctx := context.Background()
 	failures := 0
 	for {
@@ -376,7 +421,7 @@ func (n *notifier) receive(c *psConn) {
 			failures++
 			// go-redis reconnects and resubscribes on the next Receive; do
 			// not spin while Redis is down.
-			if !sleep(n.stop, backoff(failures)) {
+			if !sleep(n.life.Done(), backoff(failures)) {
 				return
 			}
 			continue
@@ -434,12 +479,8 @@ func (n *notifier) confirm(c *psConn, kind, channel string) {
 	op := st.pending[0]
 	st.pending[0] = nil
 	st.pending = st.pending[1:]
-	if op.subscribe {
-		close(op.ready)
-	}
-	if len(st.waiters) == 0 && len(st.pending) == 0 && st.lastSub == nil {
-		delete(n.chans, channel)
-	}
+	op.settle(nil)
+	n.tidyLocked(channel, st)
 }
 
 func (n *notifier) wake(channel, payload string) {
@@ -466,23 +507,24 @@ func (n *notifier) reset(c *psConn) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c.releaseBarriersLocked()
+	c.releaseBarriersLocked(errPubSubLost)
 	for ch, st := range n.chans {
 		if st.conn != c {
 			continue
 		}
-		st.release()
+		st.release(errPubSubLost)
 		if st.lastSub != nil {
-			// go-redis resubscribes it; treat it as confirmed from now on.
-			st.lastSub = &subOp{subscribe: true, ready: closedChan}
+			st.lastSub = resubscribed
 		}
-		if len(st.waiters) == 0 && st.lastSub == nil {
-			delete(n.chans, ch)
-		}
+		n.tidyLocked(ch, st)
 	}
 }
 
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// resubscribed stands for a plain subscription that go-redis makes again
+// on its next connection (it keeps the channels it was asked for): later
+// waiters take a barrier behind it, sent on that connection after the
+// resubscription.
+var resubscribed = func() *subOp { op := newSubOp(true); op.settle(nil); return op }()
 
 // dropLocked closes a sharded connection and hands its channels to the
 // resubscriber; call with n.mu held.
@@ -492,17 +534,23 @@ func (n *notifier) dropLocked(c *psConn) {
 	}
 	c.dead = true
 	delete(n.conns, c.addr)
-	c.releaseBarriersLocked()
+	c.releaseBarriersLocked(errPubSubLost)
 	for ch, st := range n.chans {
 		if st.conn == c {
 			n.loseLocked(ch, st)
 		}
 	}
 	// Closing only fails the blocked Receive, which then sees c.dead. Not
-	// under n.mu: closing can wait on go-redis's own reconnect attempt.
-	n.bg.Add(1)
+	// under n.mu: closing waits for go-redis' own reconnect attempt.
+	n.closeConn(c)
+}
+
+// closeConn closes c's PubSub on a goroutine of its own: go-redis holds
+// the PubSub's lock through a handshake, and Close takes it.
+func (n *notifier) closeConn(c *psConn) {
+	n.wire.Add(1)
 	go func() {
-		defer n.bg.Done()
+		defer n.wire.Done()
 		_ = c.ps.Close()
 	}()
 }
@@ -511,7 +559,7 @@ func (n *notifier) dropLocked(c *psConn) {
 // poll, and the resubscriber subscribes it again on its current owner while
 // it has waiters; call with n.mu held.
 func (n *notifier) loseLocked(channel string, st *channelState) {
-	st.release()
+	st.release(errPubSubLost)
 	st.conn, st.lastSub = nil, nil
 	if len(st.waiters) == 0 {
 		delete(n.chans, channel)
@@ -538,13 +586,13 @@ func (n *notifier) resubscriber() {
 		if failures == 0 {
 			select {
 			case <-n.kick:
-			case <-n.stop:
+			case <-n.life.Done():
 				return
 			}
 		}
 		// The slot map may be stale: a master died or a slot moved.
-		n.cluster.ReloadState(context.Background())
-		if !sleep(n.stop, backoff(failures+1)) {
+		n.cluster.ReloadState(n.life)
+		if !sleep(n.life.Done(), backoff(failures+1)) {
 			return
 		}
 		n.mu.Lock()
@@ -553,12 +601,14 @@ func (n *notifier) resubscriber() {
 			lost = append(lost, ch)
 		}
 		n.mu.Unlock()
+		ctx, cancel := context.WithTimeout(n.life, time.Second)
 		failed := false
 		for _, ch := range lost {
-			if err := n.resubscribe(ch); err != nil {
+			if err := n.resubscribe(ctx, ch); err != nil {
 				failed = true
 			}
 		}
+		cancel()
 		if failed {
 			failures++
 		} else {
@@ -567,23 +617,29 @@ func (n *notifier) resubscriber() {
 	}
 }
 
-// resubscribe subscribes one lost channel on its current master; it does
-// not wait for the confirmation (nobody waits on it: the waiters poll).
-func (n *notifier) resubscribe(channel string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+// resubscribe subscribes one lost channel on its current master and waits,
+// bounded by ctx, for Redis to confirm it (nobody else waits on it: the
+// waiters poll meanwhile).
+func (n *notifier) resubscribe(ctx context.Context, channel string) error {
 	node, err := n.cluster.MasterForKey(ctx, channel)
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	st := n.chans[channel]
 	if _, ok := n.lost[channel]; !ok || n.closed || st == nil || st.conn != nil {
+		n.mu.Unlock()
 		return nil // no longer lost: gone, closed or subscribed anew
 	}
 	if err != nil {
+		n.mu.Unlock()
 		return err
 	}
-	_, err = n.sendLocked(ctx, channel, st, node)
-	return err
+	op := n.sendLocked(channel, st, node)
+	n.mu.Unlock()
+	select {
+	case <-op.ready:
+		return op.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // subscriptions returns the number of channels with state, for tests.
@@ -593,7 +649,9 @@ func (n *notifier) subscriptions() int {
 	return len(n.chans)
 }
 
-// close stops the receivers and the resubscriber and closes the connections.
+// close stops the receivers, the senders and the resubscriber, frees every
+// waiter and closes the connections. It waits at most closeGrace for those
+// caught in a handshake with a Redis that does not answer.
 func (n *notifier) close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -601,19 +659,32 @@ func (n *notifier) close() error {
 		return nil
 	}
 	n.closed = true
-	close(n.stop)
-	conns := make([]*psConn, 0, len(n.conns))
+	n.end()
 	for _, c := range n.conns {
-		conns = append(conns, c)
+		c.releaseBarriersLocked(ErrClosed)
+		c.outbox = nil
+		n.closeConn(c)
 	}
 	for _, st := range n.chans {
-		st.wakeAll("")
+		st.release(ErrClosed)
 	}
 	n.mu.Unlock()
-	var errs []error
-	for _, c := range conns {
-		errs = append(errs, c.ps.Close())
-	}
 	n.bg.Wait()
-	return errors.Join(errs...)
+	waitAtMost(&n.wire, closeGrace)
+	return nil
+}
+
+// waitAtMost waits for wg, at most d.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

@@ -529,23 +529,15 @@ func reviewDeleteNotUndone(t *testing.T, localDelete, batch bool) {
 }
 
 // A waiter's caller deadline holds when Redis goes silent during the wait,
-// with a budget far above the deadline (passes); and Close, with a waiter
-// without a deadline still waiting on the silent Redis, returns promptly
-// and frees that waiter. FAILS (both client configurations; Close took
-// 4.6-14.7 s in our runs): notifier.sendLocked calls go-redis'
-// PubSub.Subscribe under notifier.mu, and on the pub/sub connection's first
-// use (or after a reconnect) go-redis dials and runs its handshake (HELLO)
-// there, a socket read bounded by go-redis' own timeouts, not by the budget
-// nor the context. While it hangs on a silent Redis, notifier.mu is held:
-// Close (notifier.close takes it), every other waiter's join, and every
-// notification's delivery wait behind it.
+// with a budget far above the deadline; and Close, with a waiter without a
+// deadline still waiting on the silent Redis, returns promptly and frees
+// that waiter. The waiters' subscriptions are the pub/sub connection's
+// first use: go-redis dials and runs its handshake (HELLO) inside the
+// SUBSCRIBE, holding the PubSub's lock, bounded by its own timeouts only.
+// This failed (Close took 4.6-14.7 s) while the notifier sent SUBSCRIBE
+// under its own lock; the commands now go out from a sender per
+// connection (outbox.go) and Close does not wait on a handshake.
 func TestReviewWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
-	// Known open defect (stop 13's note): the notifier sends SUBSCRIBE,
-	// which dials and handshakes a new pub/sub connection, under its lock;
-	// against a Redis that accepts and never answers, Close and every other
-	// waiter wait on that handshake (go-redis' own timeouts, 4.6-14.7 s
-	// measured). Skipped until the sends move off the lock.
-	t.Skip("known defect: the pub/sub connection's handshake runs under the notifier's lock")
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			ns := redistest.Prefix(t)

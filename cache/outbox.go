@@ -1,0 +1,109 @@
+package cache
+
+import "context"
+
+// A pub/sub connection's commands go out in the order they were queued,
+// from a sender goroutine of the connection's own, never under the
+// notifier's lock. go-redis runs a connection's dial and handshake inside
+// the first command that needs it (and after every reconnect), holding the
+// PubSub's lock; against a Redis that accepts and never answers that lasts
+// its DialTimeout and ReadTimeout, which no context cuts short. Callers
+// wait for a command's answer (its subOp), bounded by their own context,
+// and Close does not wait on it.
+//
+// Queuing under n.mu keeps a channel's pending commands in wire order:
+// Redis confirms them in that order (see confirm).
+
+// sendKind is what a queued command does.
+type sendKind uint8
+
+const (
+	sendSubscribe sendKind = iota
+	sendUnsubscribe
+	sendPing // a barrier
+)
+
+// sendReq is one queued command: a channel's (S)SUBSCRIBE or
+// (S)UNSUBSCRIBE, or a barrier's PING, with the operation its answer
+// settles.
+type sendReq struct {
+	kind sendKind
+	name string // the channel, or the PING's payload
+	op   *subOp
+}
+
+// enqueueLocked queues req on c, starting c's sender when none runs; call
+// with n.mu held.
+func (n *notifier) enqueueLocked(c *psConn, req sendReq) {
+	c.outbox = append(c.outbox, req)
+	if !c.sending {
+		c.sending = true
+		n.wire.Add(1)
+		go n.sendQueued(c)
+	}
+}
+
+// sendQueued sends c's queued commands in order until none is left, or the
+// notifier closes, or c is dropped (whose commands were failed then).
+func (n *notifier) sendQueued(c *psConn) {
+	defer n.wire.Done()
+	for {
+		n.mu.Lock()
+		if n.closed || c.dead || len(c.outbox) == 0 {
+			c.outbox, c.sending = nil, false
+			n.mu.Unlock()
+			return
+		}
+		req := c.outbox[0]
+		c.outbox[0] = sendReq{}
+		c.outbox = c.outbox[1:]
+		n.mu.Unlock()
+		if err := c.send(n.life, req); err != nil {
+			n.mu.Lock()
+			n.sendFailedLocked(c, req, err)
+			n.mu.Unlock()
+		}
+	}
+}
+
+// send writes one command on the connection, bounded by ctx (which ends
+// at close) and by go-redis' own dial and write timeouts.
+func (c *psConn) send(ctx context.Context, req sendReq) error {
+	switch req.kind {
+	case sendSubscribe:
+		return c.sub(ctx, req.name)
+	case sendUnsubscribe:
+		return c.unsub(ctx, req.name)
+	default:
+		return c.ps.Ping(ctx, req.name)
+	}
+}
+
+// sendFailedLocked settles a command that could not be sent, so that
+// whoever waits on it falls back to polling; call with n.mu held.
+func (n *notifier) sendFailedLocked(c *psConn, req sendReq, err error) {
+	defer req.op.settle(err) // a no-op when close or a drop settled it already
+	switch {
+	case n.closed || c.dead:
+	case req.kind == sendPing:
+		delete(c.barriers, req.name)
+	case c.sharded():
+		n.dropLocked(c) // the master is unreachable: its channels go to their current owners
+	default:
+		// The plain connection. go-redis has taken the change into the
+		// channels it keeps, and the failed command left it without a
+		// connection: its next one (the receiver's) subscribes them
+		// again. The channel stays subscribed as far as later waiters are
+		// concerned; the one that waited on this command re-reads and
+		// polls, its gate closed.
+		st := n.chans[req.name]
+		if st == nil || st.conn != c {
+			return
+		}
+		st.forget(req.op)
+		if st.lastSub == req.op {
+			st.lastSub = resubscribed
+		}
+		n.tidyLocked(req.name, st)
+	}
+}
