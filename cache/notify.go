@@ -601,10 +601,23 @@ func (n *notifier) resubscriber() {
 			lost = append(lost, ch)
 		}
 		n.mu.Unlock()
+		// Subscribe them all, then wait for the confirmations together.
 		ctx, cancel := context.WithTimeout(n.life, time.Second)
 		failed := false
+		var ops []*subOp
 		for _, ch := range lost {
-			if err := n.resubscribe(ctx, ch); err != nil {
+			op, err := n.resubscribe(ctx, ch)
+			if err != nil {
+				failed = true
+			} else if op != nil {
+				ops = append(ops, op)
+			}
+		}
+		for _, op := range ops {
+			select {
+			case <-op.ready:
+				failed = failed || op.err != nil
+			case <-ctx.Done():
 				failed = true
 			}
 		}
@@ -617,29 +630,21 @@ func (n *notifier) resubscriber() {
 	}
 }
 
-// resubscribe subscribes one lost channel on its current master and waits,
-// bounded by ctx, for Redis to confirm it (nobody else waits on it: the
-// waiters poll meanwhile).
-func (n *notifier) resubscribe(ctx context.Context, channel string) error {
+// resubscribe queues the subscription of one lost channel on its current
+// master and returns it (nil: the channel is no longer lost). Nobody else
+// waits on it: the waiters poll meanwhile.
+func (n *notifier) resubscribe(ctx context.Context, channel string) (*subOp, error) {
 	node, err := n.cluster.MasterForKey(ctx, channel)
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	st := n.chans[channel]
 	if _, ok := n.lost[channel]; !ok || n.closed || st == nil || st.conn != nil {
-		n.mu.Unlock()
-		return nil // no longer lost: gone, closed or subscribed anew
+		return nil, nil // no longer lost: gone, closed or subscribed anew
 	}
 	if err != nil {
-		n.mu.Unlock()
-		return err
+		return nil, err
 	}
-	op := n.sendLocked(channel, st, node)
-	n.mu.Unlock()
-	select {
-	case <-op.ready:
-		return op.err
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return n.sendLocked(channel, st, node), nil
 }
 
 // subscriptions returns the number of channels with state, for tests.
