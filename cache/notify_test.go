@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,5 +149,41 @@ func TestNotifierRecoversFromAFailedHandshake(t *testing.T) {
 		if got != "" && got != "late" {
 			t.Errorf("second waiter took %q, published before it subscribed; want %q", got, "late")
 		}
+	}
+}
+
+// BenchmarkNotifierSubscribe measures a waiter's subscription: SUBSCRIBE,
+// Redis' confirmation, and the UNSUBSCRIBE when it leaves, on a loopback
+// Redis; par waiters at once on distinct channels, or on one channel (the
+// later ones take a PING barrier).
+func BenchmarkNotifierSubscribe(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		name := "distinct"
+		if shared {
+			name = "one-channel"
+		}
+		b.Run(name, func(b *testing.B) {
+			rdb := redistest.Client(b)
+			n := newNotifier(rdb)
+			defer n.close()
+			prefix := redistest.Prefix(b)
+			ctx := context.Background()
+			var seq atomic.Uint64
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					ch := prefix
+					if !shared {
+						ch += strconv.FormatUint(seq.Add(1), 10)
+					}
+					w, err := n.subscribe(ctx, ch)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					w.close()
+				}
+			})
+		})
 	}
 }
