@@ -39,8 +39,8 @@ const faultGrace = 15 * time.Second
 // entries of the origin-failing phase are inside it.
 //
 // stampede's strategies run with cache.Options' other defaults, among them
-// RedisTimeout (100 ms per Redis step): the redis-slow phase's round trip
-// (2 x faultLatency) meets it, so that phase shows the budget tripping.
+// RedisTimeout (250 ms per Redis step): the redis-slow phase's round trip
+// (2 x faultLatency) stays within it.
 const faultStaleIfError = time.Minute
 
 // quietRedisLog drops go-redis' own log lines ("failed to dial after 5
