@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -591,8 +592,6 @@ func TestReviewOutboxStalePendingAcrossConnections(t *testing.T) {
 	w3.close()
 }
 
-var _ = errors.Is
-
 // freezeSender stops c's outbox from being sent: commands queued from now
 // on stay queued until thaw is called. It waits for a running sender to
 // finish first. It stands for a sender that is slow to get to the queue (a
@@ -908,5 +907,195 @@ func TestReviewOutboxPendingLostWithASocketTheSenderReplaced(t *testing.T) {
 	case <-wz.C:
 	case <-time.After(3 * time.Second):
 		t.Error("lost wake-up: wz's subscribe returned nil, z's fill was published while go-redis had no socket subscribed, and nothing woke wz (no reset: the receiver never saw S1 fail)")
+	}
+}
+
+// Guarantee 4 on a Cluster: one master goes silent (it accepts and never
+// answers), the others stay healthy. Joins on the silent master's channels
+// end at their deadlines; joins, fills and closes on the other masters'
+// channels go on as usual meanwhile; close returns within its grace. Both
+// with the silent master's connection made before it went silent (its
+// commands are written and never answered) and made after (its sender is
+// stuck in the handshake, go-redis' default 3 s ReadTimeout).
+func TestReviewOutboxClusterOneSilentMaster(t *testing.T) {
+	for _, connectedFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("connectedFirst=%v", connectedFirst), func(t *testing.T) {
+			cl := redistest.Cluster(t)
+			admin := redistest.ClusterClientFor(t, cl)
+			chans := hashTagged(t, 30)
+			silent := slotOwner(t, admin, chans[0])
+			var onSilent, healthy []string
+			for _, ch := range chans {
+				if slotOwner(t, admin, ch) == silent {
+					onSilent = append(onSilent, ch)
+				} else {
+					healthy = append(healthy, ch)
+				}
+			}
+			if len(healthy) == 0 || len(onSilent) < 2 {
+				t.Fatalf("channels: %d on the silent master, %d elsewhere", len(onSilent), len(healthy))
+			}
+			cc, p := viaProxyFor(t, cl, silent, redis.ClusterOptions{}) // go-redis' default timeouts
+			n := newNotifier(cc)
+			ctx := context.Background()
+			if connectedFirst {
+				w, err := n.subscribe(ctx, onSilent[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.close()
+			}
+			p.SetPartition(true)
+			const deadline = 150 * time.Millisecond
+			const slack = 450 * time.Millisecond // a generous bound for a loaded machine
+			var wg sync.WaitGroup
+			for i := range 40 {
+				ch := onSilent[1+i%(len(onSilent)-1)]
+				wg.Go(func() {
+					sctx, cancel := context.WithTimeout(ctx, deadline)
+					defer cancel()
+					start := time.Now()
+					w, err := n.subscribe(sctx, ch)
+					if took := time.Since(start); took > deadline+slack {
+						t.Errorf("subscribe on the silent master took %s (%v)", took, err)
+					}
+					start = time.Now()
+					w.close()
+					if took := time.Since(start); took > slack {
+						t.Errorf("closing a waiter on the silent master took %s", took)
+					}
+				})
+			}
+			for i := range 60 {
+				ch := healthy[i%len(healthy)]
+				wg.Go(func() {
+					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					start := time.Now()
+					w, err := n.subscribe(sctx, ch)
+					defer w.close()
+					if err != nil {
+						t.Errorf("subscribe on a healthy master: %v", err)
+						return
+					}
+					if took := time.Since(start); took > slack {
+						t.Errorf("subscribe on a healthy master took %s while another is silent", took)
+					}
+					token := "fill-" + strconv.Itoa(i)
+					if err := admin.SPublish(sctx, ch, token).Err(); err != nil {
+						t.Error(err)
+						return
+					}
+					for {
+						select {
+						case <-w.C:
+							if p := w.take(); p != "" {
+								return // this fill, or another published after this waiter subscribed
+							}
+						case <-sctx.Done():
+							t.Errorf("a fill on a healthy master never woke its waiter while another master is silent")
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			start := time.Now()
+			if err := n.close(); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > closeGrace+slack {
+				t.Errorf("close took %s with one master silent", took)
+			}
+			p.SetPartition(false)
+			done := make(chan struct{})
+			go func() { n.wire.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the goroutines caught on the silent master did not end after go-redis' timeouts")
+			}
+		})
+	}
+}
+
+// Guarantee 5: close racing with queued and in-flight sends, with waiters
+// joining and leaving (some while their subscribe is still queued), and
+// with connections broken by CLIENT KILL (a drop racing with the
+// resubscriber on a Cluster, a reset on a plain connection). Nothing
+// panics, every subscribe and waiter close returns, subscribes after close
+// return ErrClosed, and every goroutine ends.
+func TestReviewOutboxCloseRacesEverything(t *testing.T) {
+	cases := []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+		addrs  func(t *testing.T) []string
+	}{
+		{"plain", func(t *testing.T) redis.UniversalClient { return redistest.Client(t) }, func(t *testing.T) []string { return []string{redistest.Addr(t)} }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }, func(t *testing.T) []string { return redistest.Cluster(t).Addrs() }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kill := killPubSub(tc.addrs(t)...)
+			chans := hashTagged(t, 12)
+			for iter := range 6 {
+				n := newNotifier(tc.client(t))
+				var wg sync.WaitGroup
+				var joins atomic.Int64
+				closing := make(chan struct{})
+				for g := range 60 {
+					wg.Go(func() {
+						r := rand.New(rand.NewPCG(uint64(g), uint64(iter)))
+						for {
+							ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(5))*time.Millisecond)
+							w, err := n.subscribe(ctx, chans[r.IntN(len(chans))])
+							cancel()
+							joins.Add(1)
+							w.close()
+							select {
+							case <-closing:
+								if !errors.Is(err, ErrClosed) {
+									// Joined before close: any answer; the next one must be ErrClosed.
+									w, err = n.subscribe(context.Background(), chans[0])
+									w.close()
+									if !errors.Is(err, ErrClosed) {
+										t.Errorf("subscribe after close: %v, want ErrClosed", err)
+									}
+								}
+								return
+							default:
+							}
+						}
+					})
+				}
+				for joins.Load() < 300 {
+					runtime.Gosched()
+				}
+				if iter%2 == 1 {
+					kill()
+				}
+				for joins.Load() < 600 {
+					runtime.Gosched()
+				}
+				start := time.Now()
+				if err := n.close(); err != nil {
+					t.Fatal(err)
+				}
+				close(closing)
+				if took := time.Since(start); took > closeGrace+time.Second {
+					t.Errorf("close took %s", took)
+				}
+				done := make(chan struct{})
+				go func() { wg.Wait(); n.wire.Wait(); n.bg.Wait(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("iteration %d: waiters or the notifier's goroutines still running 10 s after close", iter)
+				}
+				if err := n.close(); err != nil {
+					t.Errorf("second close: %v", err)
+				}
+			}
+		})
 	}
 }
