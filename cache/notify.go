@@ -13,8 +13,10 @@ import (
 // notifier owns the pub/sub connections of one Cache and fans fill
 // notifications out to the local waiters of each key. A key's channel is
 // subscribed while it has waiters, and a waiter is told "ready" only once
-// Redis confirmed its subscription, so a fill published after that cannot
-// be missed by the waiter's next read.
+// Redis answered a PING queued behind its subscription (its gate), so a
+// fill published after that cannot be missed by the waiter's next read,
+// and a notification received before it, possibly published before that
+// read, never answers it.
 //
 // On a single Redis (or behind Sentinel) every channel shares one plain
 // SUBSCRIBE connection, which go-redis reconnects and resubscribes. On a
@@ -96,23 +98,31 @@ type channelState struct {
 	// conn carries the channel's subscription; nil while it has none.
 	conn    *psConn
 	waiters map[*waiter]struct{}
-	// pending are the (S)SUBSCRIBE/(S)UNSUBSCRIBE commands sent and not yet
-	// confirmed, oldest first; Redis confirms them in order.
-	pending []*subOp
-	// lastSub is the newest subscribe when no unsubscribe followed it.
+	// unsubs counts the (S)UNSUBSCRIBEs queued on conn and not yet
+	// confirmed: an unsubscribe confirmation beyond them (sharded) is Redis
+	// moving the slot away.
+	unsubs int
+	// lastSub is the gate of the newest subscribe when no unsubscribe
+	// followed it: the barrier PING queued right behind the (S)SUBSCRIBE.
+	// Its PONG, matched by a payload of its own, proves the channel is
+	// subscribed on the connection that answered: go-redis sends a new
+	// connection's resubscriptions before anything else on it.
 	lastSub *subOp
 }
 
-// subOp is one command whose answer someone waits for: a (S)SUBSCRIBE or
-// (S)UNSUBSCRIBE, or a barrier's PING.
+// subOp is a waiter's gate: a barrier PING whose answer someone waits for
+// (a subscription's, or one behind notifications already on their way).
 type subOp struct {
-	subscribe bool
-	ready     chan struct{} // closed once settled: confirmed, or failed (err)
-	err       error         // why it failed; set before ready closes
+	ready chan struct{} // closed once settled: answered, or failed (err)
+	err   error         // why it failed; set before ready closes
+	// sent: its PING has left the outbox (under n.mu). Only a gate not yet
+	// sent may be shared: Redis may have answered a sent one before a
+	// notification published after the new waiter's own read began.
+	sent bool
 }
 
-func newSubOp(subscribe bool) *subOp {
-	return &subOp{subscribe: subscribe, ready: make(chan struct{})}
+func newSubOp() *subOp {
+	return &subOp{ready: make(chan struct{})}
 }
 
 // settled reports whether op was confirmed or failed.
@@ -162,30 +172,21 @@ func (st *channelState) wakeAll(payload string) {
 	}
 }
 
-// release forgets the commands in flight, failing them with err to free
-// whoever waits on them, and wakes the waiters; call with n.mu held.
+// release forgets the commands in flight on a connection that broke or was
+// dropped, failing the subscription's gate with err to free whoever waits
+// on it, and wakes the waiters to re-read; call with n.mu held.
 func (st *channelState) release(err error) {
-	for _, op := range st.pending {
-		op.settle(err)
+	if st.lastSub != nil {
+		st.lastSub.settle(err)
 	}
-	st.pending = nil
+	st.unsubs = 0
 	st.wakeAll("")
-}
-
-// forget removes op from the commands in flight; call with n.mu held.
-func (st *channelState) forget(op *subOp) {
-	for i, p := range st.pending {
-		if p == op {
-			st.pending = append(st.pending[:i], st.pending[i+1:]...)
-			return
-		}
-	}
 }
 
 // tidyLocked forgets channel's state once nothing refers to it; call with
 // n.mu held.
 func (n *notifier) tidyLocked(channel string, st *channelState) {
-	if len(st.waiters) == 0 && len(st.pending) == 0 && st.lastSub == nil {
+	if len(st.waiters) == 0 && st.unsubs == 0 && st.lastSub == nil {
 		delete(n.chans, channel)
 	}
 }
@@ -257,17 +258,18 @@ func (n *notifier) join(ctx context.Context, channel string, sharded bool) (*wai
 	st.waiters[w] = struct{}{}
 	op := st.lastSub
 	switch {
-	case op != nil && op.opened():
-		// Subscribed already: notifications published before this
-		// waiter's re-read may still be on their way. A PING on the
-		// connection is answered after them: the waiter hears only what
-		// follows it.
+	case op != nil && !op.settled() && !op.sent:
+		// Subscribing, its barrier still queued: its answer opens this
+		// waiter too.
+	case op != nil:
+		// Subscribed already (or subscribing, its barrier sent):
+		// notifications published before this waiter's re-read may still
+		// be on their way. A PING on the connection is answered after
+		// them: the waiter hears only what follows it.
 		op = n.barrierLocked(st.conn)
-	case op != nil && !op.settled():
-		// Subscribing: its confirmation opens this waiter too.
 	case lookupErr != nil:
 		n.loseLocked(channel, st)
-		op = newSubOp(true)
+		op = newSubOp()
 		op.settle(lookupErr) // never opens: the waiter re-reads and polls
 	default:
 		op = n.sendLocked(channel, st, node)
@@ -286,17 +288,22 @@ func (n *notifier) join(ctx context.Context, channel string, sharded bool) (*wai
 }
 
 // sendLocked queues the subscription of channel on its connection (node's
-// sharded one, or the plain one when node is nil); call with n.mu held.
-// Queued under n.mu, so the order of pending matches the wire order.
+// sharded one, or the plain one when node is nil), and the barrier that
+// confirms it, which it returns; call with n.mu held.
+//
+// Confirmations are not matched to the (S)SUBSCRIBE itself: go-redis
+// resubscribes on its own after a reconnect, and those confirmations look
+// the same. The PONG of a PING with a payload of its own cannot be mistaken.
 func (n *notifier) sendLocked(channel string, st *channelState, node *redis.Client) *subOp {
 	conn := n.connLocked(node)
-	op := newSubOp(true)
-	st.pending = append(st.pending, op)
-	st.lastSub = op
+	if st.conn != conn {
+		st.unsubs = 0 // those were queued on another connection
+	}
 	st.conn = conn
 	delete(n.lost, channel)
-	n.enqueueLocked(conn, sendReq{kind: sendSubscribe, name: channel, op: op})
-	return op
+	n.enqueueLocked(conn, sendReq{kind: sendSubscribe, name: channel})
+	st.lastSub = n.barrierLocked(conn)
+	return st.lastSub
 }
 
 // barrierLocked queues a PING on conn and returns the barrier its answer
@@ -304,7 +311,7 @@ func (n *notifier) sendLocked(channel string, st *channelState, node *redis.Clie
 func (n *notifier) barrierLocked(conn *psConn) *subOp {
 	n.barrierSeq++
 	id := "stampede-barrier-" + strconv.FormatUint(n.barrierSeq, 10)
-	op := newSubOp(false)
+	op := newSubOp()
 	if conn.barriers == nil {
 		conn.barriers = make(map[string]*subOp)
 	}
@@ -390,9 +397,8 @@ func (w *waiter) close() {
 	delete(n.lost, w.channel)
 	if st.lastSub != nil && !n.closed {
 		st.lastSub = nil
-		op := newSubOp(false)
-		st.pending = append(st.pending, op)
-		n.enqueueLocked(st.conn, sendReq{kind: sendUnsubscribe, name: w.channel, op: op})
+		st.unsubs++
+		n.enqueueLocked(st.conn, sendReq{kind: sendUnsubscribe, name: w.channel})
 	}
 	n.tidyLocked(w.channel, st)
 }
@@ -431,7 +437,7 @@ func (n *notifier) receive(c *psConn) {
 		case *redis.Subscription:
 			n.confirm(c, m.Kind, m.Channel)
 		case *redis.Message:
-			n.wake(m.Channel, m.Payload)
+			n.wake(c, m.Channel, m.Payload)
 		case *redis.Pong:
 			n.pong(c, m.Payload)
 		}
@@ -466,24 +472,24 @@ func (n *notifier) confirm(c *psConn, kind, channel string) {
 	if st == nil || st.conn != c {
 		return
 	}
-	unsub := kind == "unsubscribe" || kind == "sunsubscribe"
-	if len(st.pending) == 0 || (unsub && st.pending[0].subscribe) {
-		// Not a reply to a command of ours: a resubscription after a plain
-		// reconnect (nothing waits on it), or Redis moved the slot away
-		// and unsubscribed us.
-		if unsub && c.sharded() && st.lastSub != nil {
-			n.loseLocked(channel, st)
-		}
-		return
+	if kind != "unsubscribe" && kind != "sunsubscribe" {
+		return // subscriptions are confirmed by their barriers
 	}
-	op := st.pending[0]
-	st.pending[0] = nil
-	st.pending = st.pending[1:]
-	op.settle(nil)
-	n.tidyLocked(channel, st)
+	switch {
+	case st.unsubs > 0:
+		st.unsubs--
+		n.tidyLocked(channel, st)
+	case c.sharded() && st.lastSub != nil:
+		// Not a reply to a command of ours: Redis moved the slot away and
+		// unsubscribed us.
+		n.loseLocked(channel, st)
+	}
 }
 
-func (n *notifier) wake(channel, payload string) {
+// wake hands a notification received on c to its channel's waiters; one
+// from a connection the channel has left (its slot moved) was published
+// before the subscription that replaced it, and is dropped.
+func (n *notifier) wake(c *psConn, channel, payload string) {
 	n.mu.Lock()
 	handler := n.handlers[channel]
 	n.mu.Unlock()
@@ -493,14 +499,16 @@ func (n *notifier) wake(channel, payload string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if st := n.chans[channel]; st != nil {
+	if st := n.chans[channel]; st != nil && st.conn == c {
 		st.wakeAll(payload)
 	}
 }
 
-// reset runs after the plain connection broke: confirmations in flight are
-// lost, and a fill may have been missed, so every waiter is released and
-// woken to re-read (polling covers the gap until go-redis has resubscribed).
+// reset runs after the plain connection broke, seen by the receiver or by
+// a command that failed (go-redis may have replaced the socket inside it):
+// confirmations in flight are lost, and a fill may have been missed, so
+// every waiter is released and woken to re-read (polling covers the gap
+// until go-redis has resubscribed).
 func (n *notifier) reset(c *psConn) {
 	if n.onReset != nil {
 		n.onReset()
@@ -524,7 +532,7 @@ func (n *notifier) reset(c *psConn) {
 // on its next connection (it keeps the channels it was asked for): later
 // waiters take a barrier behind it, sent on that connection after the
 // resubscription.
-var resubscribed = func() *subOp { op := newSubOp(true); op.settle(nil); return op }()
+var resubscribed = func() *subOp { op := newSubOp(); op.settle(nil); return op }()
 
 // dropLocked closes a sharded connection and hands its channels to the
 // resubscriber; call with n.mu held.

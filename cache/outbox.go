@@ -11,8 +11,9 @@ import "context"
 // wait for a command's answer (its subOp), bounded by their own context,
 // and Close does not wait on it.
 //
-// Queuing under n.mu keeps a channel's pending commands in wire order:
-// Redis confirms them in that order (see confirm).
+// Queuing under n.mu keeps a connection's commands in the order they were
+// decided: a subscription's barrier goes out after its (S)SUBSCRIBE, and an
+// (S)UNSUBSCRIBE after the subscribe it undoes.
 
 // sendKind is what a queued command does.
 type sendKind uint8
@@ -29,7 +30,7 @@ const (
 type sendReq struct {
 	kind sendKind
 	name string // the channel, or the PING's payload
-	op   *subOp
+	op   *subOp // a barrier's; nil for the others
 }
 
 // enqueueLocked queues req on c, starting c's sender when none runs; call
@@ -57,11 +58,17 @@ func (n *notifier) sendQueued(c *psConn) {
 		req := c.outbox[0]
 		c.outbox[0] = sendReq{}
 		c.outbox = c.outbox[1:]
+		if req.op != nil {
+			req.op.sent = true
+		}
 		n.mu.Unlock()
 		if err := c.send(n.life, req); err != nil {
 			n.mu.Lock()
-			n.sendFailedLocked(c, req, err)
+			reset := n.sendFailedLocked(c, req, err)
 			n.mu.Unlock()
+			if reset {
+				n.reset(c)
+			}
 		}
 	}
 }
@@ -79,31 +86,26 @@ func (c *psConn) send(ctx context.Context, req sendReq) error {
 	}
 }
 
-// sendFailedLocked settles a command that could not be sent, so that
-// whoever waits on it falls back to polling; call with n.mu held.
-func (n *notifier) sendFailedLocked(c *psConn, req sendReq, err error) {
-	defer req.op.settle(err) // a no-op when close or a drop settled it already
+// sendFailedLocked handles a command that could not be sent; call with
+// n.mu held. On the plain connection it reports that the notifier must
+// reset: go-redis reconnects inside the failed command (or the next one),
+// so the socket our other commands went out on, and the messages on their
+// way on it, may be gone without the receiver ever seeing it break.
+// go-redis keeps the channels it was asked for and subscribes them again on
+// its next socket.
+func (n *notifier) sendFailedLocked(c *psConn, req sendReq, err error) (reset bool) {
+	if req.op != nil {
+		defer req.op.settle(err) // a no-op when close or a drop settled it already
+	}
 	switch {
 	case n.closed || c.dead:
-	case req.kind == sendPing:
-		delete(c.barriers, req.name)
+		return false
 	case c.sharded():
 		n.dropLocked(c) // the master is unreachable: its channels go to their current owners
-	default:
-		// The plain connection. go-redis has taken the change into the
-		// channels it keeps, and the failed command left it without a
-		// connection: its next one (the receiver's) subscribes them
-		// again. The channel stays subscribed as far as later waiters are
-		// concerned; the one that waited on this command re-reads and
-		// polls, its gate closed.
-		st := n.chans[req.name]
-		if st == nil || st.conn != c {
-			return
-		}
-		st.forget(req.op)
-		if st.lastSub == req.op {
-			st.lastSub = resubscribed
-		}
-		n.tidyLocked(req.name, st)
+		return false
 	}
+	if req.kind == sendPing {
+		delete(c.barriers, req.name)
+	}
+	return true
 }
