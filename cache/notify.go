@@ -674,8 +674,7 @@ func (n *notifier) close() error {
 	n.closed = true
 	n.end()
 	for _, c := range n.conns {
-		c.releaseBarriersLocked(ErrClosed)
-		c.outbox = nil
+		c.releaseBarriersLocked(ErrClosed) // a sender drops its outbox once it sees closed
 		n.closeConn(c)
 	}
 	for _, st := range n.chans {
@@ -683,12 +682,12 @@ func (n *notifier) close() error {
 	}
 	n.mu.Unlock()
 	n.bg.Wait()
-	waitAtMost(&n.wire, closeGrace)
+	_ = waitAtMost(&n.wire, closeGrace)
 	return nil
 }
 
-// waitAtMost waits for wg, at most d.
-func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
+// waitAtMost waits for wg, at most d, and reports whether wg finished.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
@@ -698,6 +697,8 @@ func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-done:
+		return true
 	case <-t.C:
+		return false
 	}
 }

@@ -251,18 +251,8 @@ func describeStates(n *notifier) string {
 func closeNotifiers(t *testing.T, ns []*notifier) {
 	t.Helper()
 	for _, n := range ns {
-		start := time.Now()
-		if err := n.close(); err != nil {
-			t.Fatal(err)
-		}
-		if took := time.Since(start); took > closeGrace+time.Second {
-			t.Errorf("close took %s", took)
-		}
-		done := make(chan struct{})
-		go func() { n.wire.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
+		closeWithin(t, n, closeGrace+time.Second)
+		if !waitAtMost(&n.wire, 5*time.Second) {
 			t.Errorf("a notifier's pub/sub goroutines outlived close by 5 s on a healthy Redis")
 		}
 	}
@@ -994,19 +984,9 @@ func TestReviewOutboxClusterOneSilentMaster(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			start := time.Now()
-			if err := n.close(); err != nil {
-				t.Fatal(err)
-			}
-			if took := time.Since(start); took > closeGrace+slack {
-				t.Errorf("close took %s with one master silent", took)
-			}
+			closeWithin(t, n, closeGrace+slack) // with one master silent
 			p.SetPartition(false)
-			done := make(chan struct{})
-			go func() { n.wire.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
+			if !waitAtMost(&n.wire, 20*time.Second) {
 				t.Fatal("the goroutines caught on the silent master did not end after go-redis' timeouts")
 			}
 		})
