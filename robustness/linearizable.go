@@ -19,6 +19,10 @@ import (
 //   - a Get that begins while a read of the same key is in flight in its
 //     process may share that read's answer (README, "Reads across
 //     replicas"): its interval is widened back to that read's invoke;
+//   - a Clear is complete when it returns: until then another replica may
+//     still trust the marks it read before (InvalidationWait), so a read
+//     during a Clear may see the register either way, even after another
+//     read saw it emptied; such reads are left out;
 //   - Redis restarted without persistence, or failed over, loses what it
 //     held: the loss is an operation that empties every register, anywhere
 //     within the fault's window.
@@ -111,6 +115,24 @@ func registerHistories(sc Scenario, h *History) map[string][]porcupine.Operation
 		}
 		widened[g] = call
 	}
+	var clears []*Op
+	for _, o := range h.Ops {
+		if o.Req.Op == wire.OpClear {
+			clears = append(clears, o)
+		}
+	}
+	duringClear := func(g *Op) bool {
+		for _, c := range clears {
+			end := c.Return
+			if c.Unknown { // its process died: its marks may still have been written
+				end += time.Second
+			}
+			if c.Invoke <= g.Return && g.Invoke <= end {
+				return true
+			}
+		}
+		return false
+	}
 	for _, o := range h.Ops {
 		ret := int64(o.Return)
 		switch {
@@ -126,7 +148,7 @@ func registerHistories(sc Scenario, h *History) map[string][]porcupine.Operation
 		cid := clientOf(o.Replica + fmt.Sprint(o.Req.ID))
 		switch o.Req.Op {
 		case wire.OpGet:
-			if !strings.HasPrefix(o.Req.Key, "r") {
+			if !strings.HasPrefix(o.Req.Key, "r") || duringClear(o) {
 				continue
 			}
 			var v string

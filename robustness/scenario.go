@@ -176,8 +176,9 @@ func (r *run) nemesis(rng *rand.Rand, end time.Time) error {
 		}
 		time.Sleep(calm) // the schedule of faults is what is being run, not a wait for an event
 		n := nemeses[r.sc.Nemeses[rng.IntN(len(r.sc.Nemeses))]]()
+		at := r.clock.now() // the fault may show from the moment its injection begins
 		what, err := n.Inject(&r.env, rng)
-		r.hist.event(r.clock.now(), n.Name()+": "+what, false)
+		r.hist.event(at, n.Name()+": "+what, false)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.Name(), err)
 		}
