@@ -338,7 +338,13 @@ func (c *checker) invalidations() {
 			continue
 		}
 		for _, a := range answers {
-			if a.op.Invoke <= inv.Return || (c.sc.Mode == "local" && a.op.Replica != inv.Replica) {
+			if c.sc.Mode == "local" && a.op.Replica != inv.Replica {
+				continue
+			}
+			// A call that began after the invalidation returned, or any
+			// call answered by a compute that ran through the whole
+			// invalidation (it must be computed again).
+			if a.op.Invoke <= inv.Return && !c.ranThrough(a, inv) {
 				continue
 			}
 			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) {
@@ -360,6 +366,16 @@ func (c *checker) invalidations() {
 			c.fail("invalidation", []*Op{inv, a.op}, "%s answered %s (%s), written before %s #%d began", a.key, a.v.ID, c.describe(a), inv.Req.Op, inv.Req.ID)
 		}
 	}
+}
+
+// ranThrough reports whether a's value is a compute that began before inv
+// and ended after inv returned.
+func (c *checker) ranThrough(a answer, inv *Op) bool {
+	if a.v.Src != "compute" || a.op.Return <= inv.Return {
+		return false
+	}
+	cp := c.computes[a.v.ID]
+	return cp != nil && cp.Began < inv.Invoke && cp.Ended > inv.Return
 }
 
 // failedAfter reports whether a compute of a's key failed after t and
