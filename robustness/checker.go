@@ -38,6 +38,8 @@ type checker struct {
 	revalidated map[string][]*Compute
 	sets        map[string]*Op // Set operations by their value's ID
 	faults      []fault
+	// degradedIDs are the computes some caller was answered as Degraded.
+	degradedIDs map[string]bool
 	out         []Violation
 }
 
@@ -64,6 +66,12 @@ func Check(sc Scenario, h *History) []Violation {
 		}
 	}
 	c.faults = faultWindows(h, sc.settle())
+	c.degradedIDs = map[string]bool{}
+	for _, a := range c.answers() {
+		if a.outcome == "degraded" {
+			c.degradedIDs[a.v.ID] = true
+		}
+	}
 	c.errors()
 	c.deadlines()
 	c.invalidations()
@@ -184,7 +192,18 @@ func (c *checker) degraded(a answer) bool {
 		return false
 	}
 	cp := c.computes[a.v.ID]
-	return cp != nil && cp.Replica == a.op.Replica && c.faulty(a.op.Replica, cp.Began, a.op.Return)
+	return cp != nil && cp.Replica == a.op.Replica && (c.degradedIDs[a.v.ID] || c.unreachable(a.op.Replica, cp.Began, a.op.Return))
+}
+
+// unreachable reports whether a fault that keeps replica from Redis (not
+// one that only slows it) overlaps [from, to].
+func (c *checker) unreachable(replica string, from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from <= to && from <= f.to && (f.replica == "" || f.replica == replica) && !strings.HasPrefix(f.what, "latency") {
+			return true
+		}
+	}
+	return false
 }
 
 // origin is when a's value read the source of truth, as far as the
