@@ -147,6 +147,9 @@ func (t *Traffic) compute(rng *rand.Rand, ki int) wire.Compute {
 			c.NotFound = true
 		}
 	}
+	if rng.IntN(8) == 0 {
+		c.Pad = (64 + rng.IntN(192)) << 10
+	}
 	c.Unchanged = rng.IntN(3) == 0
 	if rng.IntN(5) == 0 {
 		c.TTL = time.Duration(100+rng.IntN(900)) * time.Millisecond

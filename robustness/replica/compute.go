@@ -116,7 +116,7 @@ func (r *replica) compute(ctx context.Context, req wire.Request, key string) (wi
 	if b.TTL > 0 {
 		cache.SetTTL(ctx, b.TTL)
 	}
-	return wire.Value{Key: key, Src: "compute", ID: id, Version: version, Tags: b.Tags}, nil
+	return wire.Value{Key: key, Src: "compute", ID: id, Version: version, Tags: b.Tags, Pad: make([]byte, b.Pad)}, nil
 }
 
 func (r *replica) fn(req wire.Request) func(context.Context) (wire.Value, error) {

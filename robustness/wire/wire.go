@@ -84,6 +84,9 @@ type Compute struct {
 	Tags []string
 	// TTL, when positive, is set with cache.SetTTL.
 	TTL time.Duration
+	// Pad makes the value this many bytes larger: a large value is slow
+	// to encode and to send, which widens the window of its fill.
+	Pad int
 	// FallbackFails makes the fallback of FetchWithFallback fail.
 	FallbackFails bool
 }
@@ -115,6 +118,9 @@ type Value struct {
 	Version int64
 	// Tags are the tags the compute or Set gave the value.
 	Tags []string `json:",omitempty"`
+	// Pad is stored with the value (see Compute.Pad) and never sent to
+	// the suite.
+	Pad []byte `json:"-"`
 }
 
 // Response is a replica's answer to one Request.
