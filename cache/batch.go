@@ -218,10 +218,10 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 		case cl.won:
 			tasks = append(tasks, &task[V]{k: ks[i], claim: cl.claim, prev: prevs[i]})
 		case cl.err == nil: // another owner computes it: wait, as GetOrCompute would
-			k, prev, remaining := ks[i], prevs[i], cl.remaining
+			k, prev, lost := ks[i], prevs[i], cl
 			wg.Go(func() {
 				b.give(k.key)(c.coalesce(ctx, k.key, version, func(sctx context.Context) (loaded[V], error) {
-					return c.wait(sctx, k, fn, nil, prev, remaining)
+					return c.wait(sctx, k, fn, nil, prev, lost)
 				}))
 			})
 		default:

@@ -190,7 +190,7 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 	case cl.won:
 		return c.leadOne(ctx, k, cl.claim, fn, prev, time.Time{})
 	case cl.err == nil:
-		return c.wait(ctx, k, fn, fallback, prev, cl.remaining)
+		return c.wait(ctx, k, fn, fallback, prev, cl)
 	}
 	return c.degraded(ctx, k, fn, prev)
 }

@@ -47,7 +47,9 @@ type claim[V any] struct {
 }
 
 // claimed is one key's answer to a claim attempt: won, held by another
-// owner for remaining, or failed (err).
+// owner for remaining, or failed (err). Won or held, claim.gen is the
+// namespace's invalidation counter read in the same step: a compute done
+// without the claim (OnBusy) is stamped with the latest one read.
 type claimed[V any] struct {
 	claim     claim[V]
 	won       bool
