@@ -109,11 +109,11 @@ func (c *Cache[V]) leadDegraded(ctx context.Context, tasks []*task[V], fn batchF
 			c.store.abandon(ctx, t.k, t.claim)
 		}
 	}()
-	r, err := c.computeDegraded(ctx, taskKeys(tasks), fn)
+	r, floor, err := c.computeDegraded(ctx, taskKeys(tasks), fn)
 	for _, t := range tasks {
 		t.res, t.err = loaded[V]{}, err
 		if err == nil {
-			t.res, t.err = c.computedFor(ctx, t.k.key, r, t.prev, Degraded, c.now())
+			t.res, t.err = c.degradedFor(ctx, t.k.key, r, t.prev, floor)
 		}
 	}
 }
@@ -202,7 +202,9 @@ const maxRecomputes = 3
 // computed neither answers nor is stored: it is computed again, still under
 // its claim, with the counter read anew (up to maxRecomputes times, then
 // its callers get [ErrInvalidated]). Every compute of fn with a
-// generation, claimed or not, meets the invalidations here.
+// generation, claimed or not, meets the invalidations here; servable
+// checks its answer again as it reaches each caller, for an invalidation
+// that returns while the value is being stored.
 func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn batchFunc[V], attempt int) {
 	settled := make([]bool, len(tasks)) // the claim was released by a fill, or handed to the next attempt
 	defer func() {

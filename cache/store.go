@@ -21,6 +21,11 @@ type entry[V any] struct {
 	digest uint64
 	// stamp is what the invalidation checks read: see marks.go.
 	stamp stamp
+	// kept: computed while Redis was unreachable (degraded), and never
+	// stored there. Its stamp.gen is keptFloor when its compute began, not a
+	// generation: only this process's own invalidations, which raise
+	// keptFloor, are known to reach it (see Cache.invalidationAt).
+	kept bool
 }
 
 // claim is the right to fill one key: a Redis lease (its holder's random
