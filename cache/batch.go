@@ -112,6 +112,9 @@ type batch[V any] struct {
 	out    map[string]V
 	errs   KeyErrors
 	closed bool
+	// refused are the keys whose load's answer the invalidation fence
+	// refused (see Cache.deliver): to be loaded again.
+	refused []string
 }
 
 // give returns the recorder of key's answer.
@@ -131,6 +134,24 @@ func (b *batch[V]) record(key string, r Result[V], err error) {
 	} else {
 		b.out[key] = r.Value
 	}
+}
+
+// refuse notes that key's answer was refused by the invalidation fence.
+func (b *batch[V]) refuse(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.refused = append(b.refused, key)
+	}
+}
+
+// takeRefused returns the keys refused since the last call.
+func (b *batch[V]) takeRefused() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	keys := b.refused
+	b.refused = nil
+	return keys
 }
 
 // giveUp answers every key still without an answer with err, and takes no
@@ -160,8 +181,41 @@ func (b *batch[V]) result() (map[string]V, error) {
 // many runs the per-key steps for todo (valid keys, perhaps repeated) with
 // shared round trips. Its Redis steps and computes are detached from ctx's
 // cancellation (a claim taken must end in a fill or an abandon); ctx bounds
-// the waits, and no claim is taken once ctx has ended.
+// the waits, and no claim is taken once ctx has ended. The keys whose
+// answer the invalidation fence refused when it reached the caller (see
+// deliver) go through the steps again, up to maxRecomputes times, then get
+// [ErrInvalidated].
 func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn batchFunc[V], b *batch[V]) {
+	for attempt := 0; ; attempt++ {
+		c.manyAttempt(ctx, todo, version, fn, b)
+		if todo = b.takeRefused(); len(todo) == 0 || ctx.Err() != nil {
+			return
+		}
+		if attempt == maxRecomputes {
+			for _, k := range todo {
+				b.record(k, Result[V]{}, fmt.Errorf("%w: %q", ErrInvalidated, k))
+			}
+			return
+		}
+		c.stats.recomputed.Add(uint64(len(todo)))
+	}
+}
+
+// deliver hands key's load answer l to the batch's caller if it passes the
+// invalidation fence (servable); otherwise it notes key as refused.
+func (c *Cache[V]) deliver(ctx context.Context, b *batch[V], key string, l loaded[V], err error, version uint64) {
+	if !c.servable(ctx, l, err) {
+		b.refuse(key)
+		return
+	}
+	if l.cacheable(err) {
+		c.l1put(key, l.entry(), version)
+	}
+	b.give(key)(c.answer(ctx, key, l, err))
+}
+
+// manyAttempt is one pass of many's steps over todo.
+func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint64, fn batchFunc[V], b *batch[V]) {
 	dctx := context.WithoutCancel(ctx)
 	ks := c.keysForMany(todo)
 	prevs := make([]*entry[V], len(ks))
@@ -218,10 +272,10 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 		case cl.won:
 			tasks = append(tasks, &task[V]{k: ks[i], claim: cl.claim, prev: prevs[i]})
 		case cl.err == nil: // another owner computes it: wait, as GetOrCompute would
-			k, prev, remaining := ks[i], prevs[i], cl.remaining
+			k, prev, lost := ks[i], prevs[i], cl
 			wg.Go(func() {
 				b.give(k.key)(c.coalesce(ctx, k.key, version, func(sctx context.Context) (loaded[V], error) {
-					return c.wait(sctx, k, fn, nil, prev, remaining)
+					return c.wait(sctx, k, fn, nil, prev, lost)
 				}))
 			})
 		default:
@@ -234,10 +288,7 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 	if len(tasks) > 0 {
 		c.lead(dctx, tasks, fn)
 		for _, t := range tasks {
-			if t.res.cacheable(t.err) {
-				c.l1put(t.k.key, t.res.entry(), version)
-			}
-			b.give(t.k.key)(c.answer(ctx, t.k.key, t.res, t.err))
+			c.deliver(ctx, b, t.k.key, t.res, t.err, version)
 		}
 	}
 	wg.Wait()
@@ -287,8 +338,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 	if len(todo) == 0 {
 		return
 	}
-	floor := c.keptFloor.Load()
-	r, err := c.computeDegraded(dctx, names, fn)
+	r, floor, err := c.computeDegraded(dctx, names, fn)
 	now = c.now()
 	for _, i := range todo {
 		key := ks[i].key
@@ -296,8 +346,8 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 			b.record(key, Result[V]{}, err)
 			continue
 		}
-		l, lerr := c.computedFor(ctx, key, r, prevs[i], Degraded, now)
+		l, lerr := c.degradedFor(ctx, key, r, prevs[i], floor)
 		c.keep(key, l, lerr, prevs[i], now, floor)
-		b.give(key)(c.answer(ctx, key, l, lerr))
+		c.deliver(ctx, b, key, l, lerr, 0) // never cacheable: no L1 version needed
 	}
 }

@@ -92,15 +92,29 @@ func awaitCancelled[T any](cctx context.Context, done <-chan singleflight.Outcom
 }
 
 // computeDegraded computes keys without the store's claims (Redis is
-// unreachable), bounded by MaxDegradedComputes; nothing is stored.
-func (c *Cache[V]) computeDegraded(ctx context.Context, keys []string, fn batchFunc[V]) (computed[V], error) {
+// unreachable), bounded by MaxDegradedComputes; nothing is stored. floor
+// is keptFloor before the compute began: its values' stamp (see
+// degradedFor).
+func (c *Cache[V]) computeDegraded(ctx context.Context, keys []string, fn batchFunc[V]) (r computed[V], floor uint64, err error) {
 	if c.sem != nil {
 		if err := c.sem.Acquire(ctx, 1); err != nil {
-			return computed[V]{}, err
+			return computed[V]{}, 0, err
 		}
 		defer c.sem.Release(1)
 	}
-	return c.compute(ctx, keys, fn), nil
+	floor = c.keptFloor.Load()
+	return c.compute(ctx, keys, fn), floor, nil
+}
+
+// degradedFor is computedFor for key's degraded compute r, begun at floor:
+// its value (or "not found") is kept-stamped with floor, so that an
+// invalidation in this process since then refuses it (see entry.kept).
+func (c *Cache[V]) degradedFor(ctx context.Context, key string, r computed[V], prev *entry[V], floor uint64) (loaded[V], error) {
+	l, err := c.computedFor(ctx, key, r, prev, Degraded, c.now())
+	if l.outcome == Degraded {
+		l.stamp, l.kept = stamp{gen: floor}, true
+	}
+	return l, err
 }
 
 // keptEntry returns key's value computed while Redis was unreachable, if
@@ -130,11 +144,11 @@ func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now 
 		w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
 		w.StaleUntil = w.FreshUntil
 		w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
-		c.kept.put(key, entry[V]{value: l.value, w: w, stamp: stamp{gen: floor}}, w.ErrorUntil.UnixNano())
+		c.kept.put(key, entry[V]{value: l.value, w: w, stamp: stamp{gen: floor}, kept: true}, w.ErrorUntil.UnixNano())
 	case l.outcome == Stale && prev != nil && c.opts.FailSafeThrottle > 0:
 		e := *prev
 		e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
-		e.stamp = stamp{gen: floor}
+		e.stamp, e.kept = stamp{gen: floor}, true
 		c.kept.put(key, e, e.w.ErrorUntil.UnixNano())
 	}
 }

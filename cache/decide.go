@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -70,15 +71,25 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 // invalidation is the one check of an entry against the invalidation marks
 // (see marks.go), for every path that may answer with an entry: judge, L1,
 // a lead's re-read, a value standing in for a failed compute, a computed
-// value before it answers. Marks that cannot be read in time give
-// invUnknown (see there).
+// value before it is stored, a load's answer as it reaches each caller
+// (servable). Marks that cannot be read in time give invUnknown (see
+// there); a kept entry is judged by keptFloor (see invalidationAt).
 func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) invState {
 	return c.invalidationAt(ctx, e, time.Time{})
 }
 
 // invalidationAt is invalidation with the cache clock's now, which spares
-// the hit path a clock read when the clock is the real one.
+// the hit path a clock read when the clock is the real one. A kept entry
+// (computed while Redis was unreachable) is judged by keptFloor instead:
+// only this process's own invalidations are known to reach it.
 func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time) invState {
+	if e.kept {
+		if e.stamp.gen < c.keptFloor.Load() {
+			c.stats.invalidated.Add(1)
+			return invHard
+		}
+		return invValid
+	}
 	st, err := c.marks.checkAt(ctx, e.stamp, c.marks.monoAt(now, c.realClock))
 	if st != invValid {
 		c.stats.invalidated.Add(1)
@@ -95,4 +106,29 @@ func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time
 // read.
 func (c *Cache[V]) mayStandIn(ctx context.Context, prev *entry[V]) bool {
 	return prev != nil && !prev.negative && prev.w.UsableOnError(c.now()) && c.invalidation(ctx, *prev) != invHard
+}
+
+// servable is the invalidation fence at the moment a load's answer reaches
+// a caller, for every caller of every load (single key or batch, led,
+// joined or waited for): a value whose compute began before an
+// invalidation that has returned by now answers nobody, however it got
+// here — a compute in flight during the invalidation, a value checked
+// before a fill that was slow to end, a load this caller joined after the
+// invalidation returned. A value standing in for a failed or slow compute
+// (stale-if-error, SoftTimeout, fail-safe) is refused only by a hard
+// invalidation, as mayStandIn says; a fallback's value is not fn's; a
+// degraded value knows only of this process's own invalidations (see
+// invalidationAt). Marks that cannot be read let the value answer
+// (invUnknown), as a compute's value answers then.
+func (c *Cache[V]) servable(ctx context.Context, l loaded[V], err error) bool {
+	switch {
+	case err != nil && !errors.Is(err, ErrNotFound): // no value
+		return true
+	case l.outcome == Fallback:
+		return true
+	case l.outcome == Stale && l.cause != nil:
+		return c.invalidation(ctx, l.entry()) != invHard
+	}
+	inv := c.invalidation(ctx, l.entry())
+	return inv != invHard && inv != invSoft
 }

@@ -48,8 +48,10 @@ var (
 	ErrRedisTimeout = errors.New("cache: Redis step ran past RedisTimeout")
 	// ErrInvalidated is the error of a compute whose value was invalidated
 	// (by [Cache.InvalidateTags], [Cache.ExpireTags] or [Cache.Clear]) while
-	// it ran, and again each of the times it was computed anew: the value is
-	// neither stored nor returned.
+	// it ran or was being stored, and again each of the times it was
+	// computed anew: the value answers no caller (and is not stored, unless
+	// the invalidation came during its fill: the stored copy is then
+	// refused by every read).
 	ErrInvalidated = errors.New("cache: invalidated while it was computed, again and again")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")

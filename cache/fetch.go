@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/stampede-go/stampede/stale"
@@ -18,14 +19,16 @@ type loaded[V any] struct {
 	w stale.Windows
 	// digest identifies the stored envelope, for L1 (0: unknown).
 	digest uint64
-	// stamp is the value's generation and tags (for L1).
+	// stamp is the value's generation and tags (for L1, and the
+	// invalidation checks); kept says it is a degraded one (see entry.kept).
 	stamp stamp
+	kept  bool
 }
 
 // loaded hands e to callers with outcome o; a fail-safe value always
 // answers as Stale, saying so in Result.Err.
 func (e entry[V]) loaded(o Outcome) loaded[V] {
-	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp, digest: e.digest}
+	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp, digest: e.digest, kept: e.kept}
 	if e.failSafe {
 		l.outcome, l.cause = Stale, ErrFailSafe
 	}
@@ -34,7 +37,7 @@ func (e entry[V]) loaded(o Outcome) loaded[V] {
 
 // entry is what a cacheable load puts into L1.
 func (l loaded[V]) entry() entry[V] {
-	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp, digest: l.digest}
+	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp, digest: l.digest, kept: l.kept}
 }
 
 // cacheable reports whether a load's answer may go into L1: a value fresh
@@ -121,29 +124,43 @@ func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[
 }
 
 // coalesce runs load once for all concurrent callers of key in the process;
-// version is L1's, taken before the read that led here.
+// version is L1's, taken before the read that led here. Each caller's
+// answer passes the invalidation fence when it reaches that caller
+// (servable): one refused there is loaded again, by a load of its own or
+// one it joins (up to maxRecomputes times, then [ErrInvalidated]).
 func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, load func(context.Context) (loaded[V], error)) (Result[V], error) {
-	led := false
-	r, _, err := c.sf.Do(ctx, key, func(sctx context.Context) (loaded[V], error) {
-		led = true
-		r, err := load(sctx)
-		// Only the leader puts into L1: version is the leader's own, from
-		// before its read; a joiner's is from its own start, which may be
-		// after a write the load's read did not see. The put comes before
-		// any caller returns: a caller answered with r before r is in L1
-		// would let an older read's put in behind its back.
-		if r.cacheable(err) {
-			c.l1put(key, r.entry(), version)
+	for attempt := 0; ; attempt++ {
+		led := false
+		r, _, err := c.sf.Do(ctx, key, func(sctx context.Context) (loaded[V], error) {
+			led = true
+			if attempt > 0 {
+				c.stats.recomputed.Add(1)
+			}
+			r, err := load(sctx)
+			// Only the leader puts into L1: version is the leader's own, from
+			// before its read; a joiner's is from its own start, which may be
+			// after a write the load's read did not see. The put comes before
+			// any caller returns: a caller answered with r before r is in L1
+			// would let an older read's put in behind its back.
+			if r.cacheable(err) && c.servable(sctx, r, err) {
+				c.l1put(key, r.entry(), version)
+			}
+			return r, err
+		})
+		if r.outcome == 0 { // this caller's wait ended early, or the load failed before an outcome
+			return Result[V]{}, err
 		}
-		return r, err
-	})
-	if r.outcome == 0 { // this caller's wait ended early, or the load failed before an outcome
-		return Result[V]{}, err
+		if !c.servable(ctx, r, err) {
+			if attempt < maxRecomputes {
+				continue
+			}
+			return Result[V]{}, fmt.Errorf("%w: %q", ErrInvalidated, key)
+		}
+		if !led && r.outcome == Miss {
+			r.outcome = Shared
+		}
+		return c.answer(ctx, key, r, err)
 	}
-	if !led && r.outcome == Miss {
-		r.outcome = Shared
-	}
-	return c.answer(ctx, key, r, err)
 }
 
 // hit answers a caller from a fresh entry read at now, from L1 or Redis,
@@ -190,7 +207,7 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 	case cl.won:
 		return c.leadOne(ctx, k, cl.claim, fn, prev, time.Time{})
 	case cl.err == nil:
-		return c.wait(ctx, k, fn, fallback, prev, cl.remaining)
+		return c.wait(ctx, k, fn, fallback, prev, cl)
 	}
 	return c.degraded(ctx, k, fn, prev)
 }
@@ -207,12 +224,11 @@ func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *
 			prev = &e
 		}
 	}
-	floor := c.keptFloor.Load()
-	r, err := c.computeDegraded(ctx, []string{k.key}, fn)
+	r, floor, err := c.computeDegraded(ctx, []string{k.key}, fn)
 	if err != nil {
 		return loaded[V]{}, err
 	}
-	l, err := c.computedFor(ctx, k.key, r, prev, Degraded, c.now())
+	l, err := c.degradedFor(ctx, k.key, r, prev, floor)
 	c.keep(k.key, l, err, prev, c.now(), floor)
 	return l, err
 }

@@ -13,9 +13,14 @@ import (
 // nil, no caller anywhere in the fleet is served a value carrying one of
 // tags whose compute began before the call: not from Redis, L1, a batch, a
 // waiter's notification, a stale or fail-safe answer, nor a compute that
-// was in flight during the call (its value is computed again, see
-// [ErrInvalidated]). Such entries are misses; nothing is deleted or
+// was in flight during the call, whether it holds the lease or computes
+// after WaitTimeout without it (OnBusy), and whether its value is still
+// being computed or already being stored: its value is computed again
+// (see [ErrInvalidated]), for its caller and for every caller of its
+// process that shares it. Such entries are misses; nothing is deleted or
 // scanned (each entry is checked when read, see README "Invalidation").
+// A value computed while Redis was unreachable (Outcome Degraded) is
+// reached only by this process's own invalidations.
 //
 // It takes about Options.InvalidationWait (default 100ms) plus two round
 // trips: it waits for every replica's trust in the marks it read before to

@@ -15,7 +15,11 @@ import (
 type task[V any] struct {
 	k     keys
 	claim claim[V]
-	prev  *entry[V] // answers if the compute fails (stale-if-error)
+	// unclaimed: computed without the key's claim (OnBusy: BusyCompute after
+	// WaitTimeout), whose gen alone is set: fenced like a claimed compute,
+	// but nothing is kept alive, stored or released.
+	unclaimed bool
+	prev      *entry[V] // answers if the compute fails (stale-if-error)
 	// prevRaw is prev's value as encoded in the store, when the claim
 	// brought it (see claim.raw); "" when unknown.
 	prevRaw string
@@ -105,11 +109,11 @@ func (c *Cache[V]) leadDegraded(ctx context.Context, tasks []*task[V], fn batchF
 			c.store.abandon(ctx, t.k, t.claim)
 		}
 	}()
-	r, err := c.computeDegraded(ctx, taskKeys(tasks), fn)
+	r, floor, err := c.computeDegraded(ctx, taskKeys(tasks), fn)
 	for _, t := range tasks {
 		t.res, t.err = loaded[V]{}, err
 		if err == nil {
-			t.res, t.err = c.computedFor(ctx, t.k.key, r, t.prev, Degraded, c.now())
+			t.res, t.err = c.degradedFor(ctx, t.k.key, r, t.prev, floor)
 		}
 	}
 }
@@ -183,7 +187,8 @@ func (c *Cache[V]) leadSoft(ctx context.Context, tasks []*task[V], fn batchFunc[
 // computeFill computes tasks with one fn call while keeping their claims
 // alive, and fills the results in one round trip; a failed compute that a
 // stale value answers for re-arms that value for FailSafeThrottle, so the
-// fleet leaves the origin alone meanwhile. Every claim is released.
+// fleet leaves the origin alone meanwhile. Every claim is released. An
+// unclaimed task is computed and fenced the same way, and stored nowhere.
 func (c *Cache[V]) computeFill(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
 	c.computeFillAttempt(ctx, tasks, fn, 0)
 }
@@ -196,7 +201,10 @@ const maxRecomputes = 3
 // "not found") whose tags, or namespace, were invalidated while it was
 // computed neither answers nor is stored: it is computed again, still under
 // its claim, with the counter read anew (up to maxRecomputes times, then
-// its callers get [ErrInvalidated]).
+// its callers get [ErrInvalidated]). Every compute of fn with a
+// generation, claimed or not, meets the invalidations here; servable
+// checks its answer again as it reaches each caller, for an invalidation
+// that returns while the value is being stored.
 func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn batchFunc[V], attempt int) {
 	settled := make([]bool, len(tasks)) // the claim was released by a fill, or handed to the next attempt
 	defer func() {
@@ -208,7 +216,10 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 	}()
 	stops := make([]func(), len(tasks))
 	for i, t := range tasks {
-		stops[i] = c.store.keepAlive(ctx, t.claim)
+		settled[i], stops[i] = t.unclaimed, func() {}
+		if !t.unclaimed {
+			stops[i] = c.store.keepAlive(ctx, t.claim)
+		}
 	}
 	r := c.compute(withPrevious(ctx, tasks), taskKeys(tasks), fn)
 	for _, stop := range stops {
@@ -230,7 +241,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 			}
 		case errors.Is(t.err, ErrNotFound):
 			e = entry[V]{w: c.policy.WriteNegative(now), negative: true, stamp: t.stampOf(r)}
-		case t.err == nil && t.res.outcome == Stale && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh &&
+		case t.err == nil && t.res.outcome == Stale && !t.unclaimed && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh &&
 			!errors.Is(t.res.cause, context.Canceled):
 			// A compute cancelled (by Close) did not find the origin failing.
 			// A failed early refresh leaves a fresh value alone.
@@ -252,6 +263,9 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 				}
 				continue
 			}
+		}
+		if t.unclaimed { // computed after WaitTimeout: the holder stores it
+			continue
 		}
 		reqs, filling = append(reqs, fillReq[V]{k: t.k, claim: t.claim, e: e, raw: raw}), append(filling, i)
 	}
@@ -288,7 +302,9 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 	}
 	if err != nil {
 		for _, t := range again {
-			c.store.abandon(ctx, t.k, t.claim)
+			if !t.unclaimed {
+				c.store.abandon(ctx, t.k, t.claim)
+			}
 		}
 		return
 	}

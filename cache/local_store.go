@@ -49,7 +49,8 @@ func (s *localStore[V]) claimMany(_ context.Context, ks []keys) []claimed[V] {
 	defer s.mu.Unlock()
 	for i, k := range ks {
 		if _, held := s.claims[k.key]; held {
-			continue // held by a compute in this process: wait for it
+			out[i].claim.gen = s.gen // held by a compute in this process: wait for it
+			continue
 		}
 		s.token++
 		s.claims[k.key] = s.token

@@ -16,7 +16,9 @@ type BusyPolicy uint8
 const (
 	// BusyCompute computes the value anyway, without storing it (the lease
 	// holder will). It bounds latency at the cost of one extra compute per
-	// waiting process. This is the default.
+	// waiting process. Like the holder's, that compute is computed again
+	// when an invalidation of its tags comes while it runs (see
+	// [Cache.InvalidateTags]). This is the default.
 	BusyCompute BusyPolicy = iota
 	// BusyError returns [ErrLeaseBusy].
 	BusyError

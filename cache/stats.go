@@ -42,8 +42,9 @@ type Stats struct {
 	Revalidated uint64
 	// Invalidated counts entries that did not answer, or answered only as
 	// expired, because InvalidateTags, ExpireTags or Clear invalidated them
-	// (or their marks could not be read); Recomputed the computes done again
-	// because an invalidation came while they ran.
+	// (or their marks could not be read); Recomputed the computes (or, for
+	// an invalidation that came while the value was being stored, the
+	// loads) done again because an invalidation came while they ran.
 	Invalidated, Recomputed uint64
 	// Unstored counts computed values that could not be stored (over
 	// MaxValueBytes, or the codec failed): they answered their callers, and

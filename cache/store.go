@@ -21,6 +21,11 @@ type entry[V any] struct {
 	digest uint64
 	// stamp is what the invalidation checks read: see marks.go.
 	stamp stamp
+	// kept: computed while Redis was unreachable (degraded), and never
+	// stored there. Its stamp.gen is keptFloor when its compute began, not a
+	// generation: only this process's own invalidations, which raise
+	// keptFloor, are known to reach it (see Cache.invalidationAt).
+	kept bool
 }
 
 // claim is the right to fill one key: a Redis lease (its holder's random
@@ -47,7 +52,9 @@ type claim[V any] struct {
 }
 
 // claimed is one key's answer to a claim attempt: won, held by another
-// owner for remaining, or failed (err).
+// owner for remaining, or failed (err). Won or held, claim.gen is the
+// namespace's invalidation counter read in the same step: a compute done
+// without the claim (OnBusy) is stamped with the latest one read.
 type claimed[V any] struct {
 	claim     claim[V]
 	won       bool

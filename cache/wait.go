@@ -8,14 +8,18 @@ import (
 
 // wait waits for the owner of key's claim (another replica, or a
 // background refresh) to fill it, taking the claim over if the holder dies
-// or gives up, until WaitTimeout; then OnBusy applies.
-func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], prev *entry[V], remaining time.Duration) (res loaded[V], err error) {
+// or gives up, until WaitTimeout; then OnBusy applies. lost is the claim
+// attempt that found the key held.
+func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], prev *entry[V], lost claimed[V]) (res loaded[V], err error) {
 	if c.opts.Observer != nil {
 		start := time.Now()
 		defer func() {
 			c.observe(ctx, Event{Kind: EventWait, Key: k.key, Duration: time.Since(start), Outcome: res.outcome, Err: err})
 		}()
 	}
+	// The namespace's invalidation counter as the latest claim attempt read
+	// it: the generation of a compute after the wait (OnBusy).
+	remaining, gen := lost.remaining, lost.claim.gen
 	wctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
 	defer cancel()
 	// Subscribe before re-reading, so that a fill between the two cannot be
@@ -57,7 +61,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 			case cl.won:
 				return c.leadOne(ctx, k, cl.claim, fn, prev, time.Time{})
 			case cl.err == nil:
-				remaining = cl.remaining
+				remaining, gen = cl.remaining, cl.claim.gen
 			case wctx.Err() == nil && c.brk.open():
 				return c.degraded(ctx, k, fn, prev)
 			}
@@ -82,7 +86,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 	if ctx.Err() != nil {
 		return loaded[V]{}, context.Cause(ctx)
 	}
-	return c.busy(ctx, k.key, fn, fallback, prev)
+	return c.busy(ctx, k, gen, fn, fallback, prev)
 }
 
 // pollDelay is the safety-net poll interval: capped exponential with jitter,
@@ -101,14 +105,20 @@ func (c *Cache[V]) pollDelay(attempt int, remaining time.Duration) time.Duration
 	return d
 }
 
-// busy applies the contention policy after WaitTimeout.
-func (c *Cache[V]) busy(ctx context.Context, key string, fn, fallback batchFunc[V], prev *entry[V]) (loaded[V], error) {
+// busy applies the contention policy after WaitTimeout. BusyCompute
+// computes without the claim, so nothing is stored, but the compute is
+// fenced as a lead's is (see computeFillAttempt): stamped with gen, read
+// before it began, and computed again when an invalidation came while it
+// ran. A fallback's value is not fn's: no invalidation applies to it.
+func (c *Cache[V]) busy(ctx context.Context, k keys, gen uint64, fn, fallback batchFunc[V], prev *entry[V]) (loaded[V], error) {
 	if fallback != nil {
-		r := c.compute(ctx, []string{key}, fallback)
-		return loaded[V]{value: r.values[key], outcome: Fallback, created: c.now()}, r.err
+		r := c.compute(ctx, []string{k.key}, fallback)
+		return loaded[V]{value: r.values[k.key], outcome: Fallback, created: c.now()}, r.err
 	}
 	if c.opts.OnBusy == BusyError {
 		return c.onError(ctx, prev, 0, ErrLeaseBusy)
 	}
-	return c.computedFor(ctx, key, c.compute(ctx, []string{key}, fn), prev, Miss, c.now())
+	t := &task[V]{k: k, claim: claim[V]{k: k, gen: gen}, unclaimed: true, prev: prev}
+	c.computeFill(ctx, []*task[V]{t}, fn)
+	return t.res, t.err
 }
