@@ -19,11 +19,17 @@ import (
 //
 // It takes about Options.InvalidationWait (default 100ms) plus two round
 // trips: it waits for every replica's trust in the marks it read before to
-// run out. If ctx ends first, it returns ctx's error and the invalidation
-// is under way but not yet guaranteed. When Redis is unreachable it returns
-// an error matching [ErrUnavailable]: nothing is invalidated in Redis, and
-// this process only drops its L1 and what it computed during the outage;
-// call it again once Redis answers. Tags must satisfy [ErrInvalidTag]'s rule; no tag is a no-op.
+// run out. If ctx ends first, it returns ctx's error: the invalidation may
+// be under way (the error says how far it got), but is not
+// guaranteed. When Redis is unreachable or fails a step while ctx is alive
+// (the breaker open, connections refused, an error, a step past
+// Options.RedisTimeout) it returns an error matching [ErrUnavailable] and no
+// context error: the invalidation is not guaranteed, and this process only
+// drops its L1 and what it computed during the outage; call it again once
+// Redis answers. Nothing was invalidated when the breaker was open or the
+// counter's step failed; a failure while the marks were being written (or
+// of Clear's one step) may have raised some of them, which only refuses
+// more, never less. Tags must satisfy [ErrInvalidTag]'s rule; no tag is a no-op.
 func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
 	if len(tags) == 0 { // not Clear
 		return nil
@@ -77,10 +83,7 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	gen, err := c.store.invalidate(ctx, tags, soft)
 	if err != nil {
 		c.applyLocally()
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return err
+		return invalidateFailed(ctx, err)
 	}
 	c.marks.raiseAll(tags, gen, soft)
 	if c.marks.local {
@@ -97,6 +100,42 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	case <-ctx.Done():
 		return fmt.Errorf("cache: invalidate: marks written, trust window not over: %w", context.Cause(ctx))
 	}
+}
+
+// invalidateFailed is the error of an invalidation whose Redis step
+// failed: ctx's own error when ctx ended (the invalidation may be under
+// way), else one matching ErrUnavailable.
+func invalidateFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil && contextError(err) {
+		return err
+	}
+	return &unavailableError{err}
+}
+
+// contextError reports whether err matches a context's error.
+func contextError(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// unavailableError is an invalidation Redis failed while its caller's ctx
+// was alive. It matches ErrUnavailable and what err matches, except the
+// context errors of a step that ran out of its budget (ErrRedisTimeout):
+// that deadline is the budget's, and a context error would tell the
+// caller its own ctx ended.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "cache: Redis unavailable: " + e.err.Error() }
+
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+func (e *unavailableError) Unwrap() error {
+	switch {
+	case !contextError(e.err):
+		return e.err
+	case errors.Is(e.err, ErrRedisTimeout):
+		return ErrRedisTimeout
+	}
+	return nil
 }
 
 // applyLocally applies an invalidation that could not reach Redis to what

@@ -150,7 +150,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 		})
 		if err != nil {
 			s.redisFailed(ctx, err)
-			return 0, fmt.Errorf("cache: clear %s: %w", s.c.invKey(), err)
+			return 0, fmt.Errorf("cache: clear %s (its mark may be raised): %w", s.c.invKey(), err)
 		}
 		return uint64(res), nil
 	}
@@ -159,7 +159,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 	})
 	if err != nil {
 		s.redisFailed(ctx, err)
-		return 0, fmt.Errorf("cache: invalidate: raise %s: %w", s.c.invKey(), err)
+		return 0, fmt.Errorf("cache: invalidate: move %s on (nothing invalidated): %w", s.c.invKey(), err)
 	}
 	if _, err := runStep(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
 		pipe := s.rdb.Pipeline()
@@ -170,7 +170,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 		return pipe.Exec(ctx)
 	}); err != nil {
 		s.redisFailed(ctx, err)
-		return 0, fmt.Errorf("cache: invalidate %d tags: %w", len(tags), err)
+		return 0, fmt.Errorf("cache: invalidate %d tags (their marks may be raised in part): %w", len(tags), err)
 	}
 	return uint64(gen), nil
 }
