@@ -39,9 +39,12 @@ func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
 
 // ExpireTags is the soft [Cache.InvalidateTags]: the tagged entries whose
 // compute began before the call become expired instead of missing. They
-// are recomputed on their next call like any expired entry, and may still
-// answer for a failing compute while inside their StaleIfError window
-// (stale-if-error, like FusionCache's Expire). InvalidateTags, the hard
+// are recomputed on their next call like any expired entry (a value the
+// fail-safe throttle re-armed too), and may still answer for a failing
+// compute while inside their stale-if-error window, the one past their TTL
+// (max(Stale, StaleIfError); with neither, never): stale-if-error, like
+// FusionCache's Expire. The throttle does not re-arm them: while the
+// origin fails, each call tries it again. InvalidateTags, the hard
 // invalidation, is what most callers want.
 func (c *Cache[V]) ExpireTags(ctx context.Context, tags ...string) error {
 	if len(tags) == 0 { // not Clear
