@@ -29,7 +29,12 @@ import (
 // Redis answers. Nothing was invalidated when the breaker was open or the
 // counter's step failed; a failure while the marks were being written (or
 // of Clear's one step) may have raised some of them, which only refuses
-// more, never less. Tags must satisfy [ErrInvalidTag]'s rule; no tag is a no-op.
+// more, never less. Any number of tags may be given (the limit of 32 is per
+// entry): their marks are raised in batches of 128, one round trip each; a
+// failed batch ends the call with the batches before it written and the
+// later ones not, and none of the tags is guaranteed until a call with all
+// of them returns nil. Tags must satisfy [ErrInvalidTag]'s rule; no tag is
+// a no-op.
 func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
 	if len(tags) == 0 { // not Clear
 		return nil
@@ -68,7 +73,7 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 		return ErrClosed
 	}
 	if tags != nil {
-		if err := checkTags(tags); err != nil {
+		if err := checkEach(tags); err != nil {
 			return err
 		}
 		tags = slices.Compact(slices.Sorted(slices.Values(tags)))
@@ -162,7 +167,7 @@ func SetTags(ctx context.Context, tags ...string) error {
 	if m == nil {
 		return errors.New("cache: SetTags called outside a compute function")
 	}
-	if err := checkTags(tags); err != nil {
+	if err := checkEach(tags); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -136,11 +136,16 @@ func checkTag(t string) error {
 	return nil
 }
 
-// checkTags validates tags for one entry (or one invalidation).
+// checkTags validates tags for one entry.
 func checkTags(tags []string) error {
 	if len(tags) > maxTags {
 		return fmt.Errorf("%w: %d tags, limit %d", ErrInvalidTag, len(tags), maxTags)
 	}
+	return checkEach(tags)
+}
+
+// checkEach validates each of tags: an invalidation takes any number.
+func checkEach(tags []string) error {
 	for _, t := range tags {
 		if err := checkTag(t); err != nil {
 			return err

@@ -140,7 +140,9 @@ func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]mark, e
 // invalidate implements [store]. Clear is one script on the namespace's
 // key; tags take two round trips: the counter moved on (counter.lua), then
 // a pipeline of one mark script per tag (each in its tag's slot) and the
-// announcement.
+// announcement, and one more such pipeline per markBatch tags past the
+// first markBatch. A failed batch ends the invalidation: the batches before
+// it are written, it may be in part, the next ones are not.
 func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool) (uint64, error) {
 	field := markField(soft)
 	floor := s.c.marks.floor()
@@ -161,16 +163,25 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 		s.redisFailed(ctx, err)
 		return 0, fmt.Errorf("cache: invalidate: move %s on (nothing invalidated): %w", s.c.invKey(), err)
 	}
-	if _, err := runStep(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
-		pipe := s.rdb.Pipeline()
-		for _, t := range tags {
-			markScript.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
+	for done := 0; done < len(tags); done += markBatch {
+		batch := tags[done:min(done+markBatch, len(tags))]
+		if _, err := runStep(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
+			pipe := s.rdb.Pipeline()
+			for _, t := range batch {
+				markScript.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
+			}
+			pipe.Publish(ctx, s.c.invalidationChannel(), announcement(batch, uint64(gen), soft))
+			return pipe.Exec(ctx)
+		}); err != nil {
+			s.redisFailed(ctx, err)
+			return 0, fmt.Errorf("cache: invalidate %d tags: the marks of the first %d raised, of the next %d maybe in part, of the last %d not: %w",
+				len(tags), done, len(batch), len(tags)-done-len(batch), err)
 		}
-		pipe.Publish(ctx, s.c.invalidationChannel(), announcement(tags, uint64(gen), soft))
-		return pipe.Exec(ctx)
-	}); err != nil {
-		s.redisFailed(ctx, err)
-		return 0, fmt.Errorf("cache: invalidate %d tags (their marks may be raised in part): %w", len(tags), err)
 	}
 	return uint64(gen), nil
 }
+
+// markBatch is how many tags' marks one round trip of an invalidation
+// raises: the tags of a larger invalidation are raised in batches, one
+// round trip each, bounding the pipeline and the announcement.
+const markBatch = 128
