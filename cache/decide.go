@@ -42,10 +42,14 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 	switch c.invalidation(ctx, e) { // now may predate the read: the marks read their own clock
 	case invHard:
 		return verdictMiss
-	case invSoft, invUnknown:
+	case invSoft:
+		// Expired by ExpireTags, a fail-safe value too: the next call tries
+		// the origin, and the value may stand in if that fails (mayStandIn).
+		return verdictExpired
+	case invUnknown:
 		// Expired; but a fail-safe value re-armed after the origin failed
 		// still answers as Stale (stale-if-error) until its throttle ends,
-		// which a soft invalidation allows, so the origin is left alone.
+		// so the origin is left alone.
 		if e.failSafe && c.policy.State(e.w, now, 0, 0) == stale.Fresh {
 			return verdictFailSafe
 		}
@@ -103,9 +107,21 @@ func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time
 // mayStandIn reports whether prev may answer for a failed or slow compute
 // now (stale-if-error, SoftTimeout): inside its StaleIfError window, not a
 // cached "not found", and not known to be hard-invalidated since it was
-// read.
+// read. A value expired by ExpireTags before its TTL ended stands in only
+// if it has a stale-if-error window past its TTL (StaleIfError, or Stale,
+// above 0; a fail-safe value was re-armed inside one): being inside its
+// TTL is not enough.
 func (c *Cache[V]) mayStandIn(ctx context.Context, prev *entry[V]) bool {
-	return prev != nil && !prev.negative && prev.w.UsableOnError(c.now()) && c.invalidation(ctx, *prev) != invHard
+	if prev == nil || prev.negative || !prev.w.UsableOnError(c.now()) {
+		return false
+	}
+	switch c.invalidation(ctx, *prev) {
+	case invHard:
+		return false
+	case invSoft:
+		return prev.failSafe || prev.w.ErrorUntil.After(prev.w.FreshUntil)
+	}
+	return true
 }
 
 // servable is the invalidation fence at the moment a load's answer reaches

@@ -24,7 +24,8 @@ var (
 	ErrLeaseBusy = errors.New("cache: another replica is computing this key (wait timed out)")
 	// ErrUnavailable means Redis is known to be down (the circuit breaker is
 	// open): Get, Set and Delete return it at once instead of paying a Redis
-	// timeout.
+	// timeout. InvalidateTags, ExpireTags and Clear also return it when
+	// Redis fails them (see [Cache.InvalidateTags]).
 	ErrUnavailable = errors.New("cache: Redis unavailable (circuit breaker open)")
 	// ErrSoftTimeout is the Result.Err of a stale value that answered
 	// because the compute ran past Options.SoftTimeout; the compute goes on

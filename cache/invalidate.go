@@ -24,11 +24,22 @@ import (
 //
 // It takes about Options.InvalidationWait (default 100ms) plus two round
 // trips: it waits for every replica's trust in the marks it read before to
-// run out. If ctx ends first, it returns ctx's error and the invalidation
-// is under way but not yet guaranteed. When Redis is unreachable it returns
-// an error matching [ErrUnavailable]: nothing is invalidated in Redis, and
-// this process only drops its L1 and what it computed during the outage;
-// call it again once Redis answers. Tags must satisfy [ErrInvalidTag]'s rule; no tag is a no-op.
+// run out. If ctx ends first, it returns ctx's error: the invalidation may
+// be under way (the error says how far it got), but is not
+// guaranteed. When Redis is unreachable or fails a step while ctx is alive
+// (the breaker open, connections refused, an error, a step past
+// Options.RedisTimeout) it returns an error matching [ErrUnavailable] and no
+// context error: the invalidation is not guaranteed, and this process only
+// drops its L1 and what it computed during the outage; call it again once
+// Redis answers. Nothing was invalidated when the breaker was open or the
+// counter's step failed; a failure while the marks were being written (or
+// of Clear's one step) may have raised some of them, which only refuses
+// more, never less. Any number of tags may be given (the limit of 32 is per
+// entry): their marks are raised in batches of 128, one round trip each; a
+// failed batch ends the call with the batches before it written and the
+// later ones not, and none of the tags is guaranteed until a call with all
+// of them returns nil. Tags must satisfy [ErrInvalidTag]'s rule; no tag is
+// a no-op.
 func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
 	if len(tags) == 0 { // not Clear
 		return nil
@@ -38,9 +49,12 @@ func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
 
 // ExpireTags is the soft [Cache.InvalidateTags]: the tagged entries whose
 // compute began before the call become expired instead of missing. They
-// are recomputed on their next call like any expired entry, and may still
-// answer for a failing compute while inside their StaleIfError window
-// (stale-if-error, like FusionCache's Expire). InvalidateTags, the hard
+// are recomputed on their next call like any expired entry (a value the
+// fail-safe throttle re-armed too), and may still answer for a failing
+// compute while inside their stale-if-error window, the one past their TTL
+// (max(Stale, StaleIfError); with neither, never): stale-if-error, like
+// FusionCache's Expire. The throttle does not re-arm them: while the
+// origin fails, each call tries it again. InvalidateTags, the hard
 // invalidation, is what most callers want.
 func (c *Cache[V]) ExpireTags(ctx context.Context, tags ...string) error {
 	if len(tags) == 0 { // not Clear
@@ -64,7 +78,7 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 		return ErrClosed
 	}
 	if tags != nil {
-		if err := checkTags(tags); err != nil {
+		if err := checkEach(tags); err != nil {
 			return err
 		}
 		tags = slices.Compact(slices.Sorted(slices.Values(tags)))
@@ -82,10 +96,7 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	gen, err := c.store.invalidate(ctx, tags, soft)
 	if err != nil {
 		c.applyLocally()
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return err
+		return invalidateFailed(ctx, err)
 	}
 	c.marks.raiseAll(tags, gen, soft)
 	if c.marks.local {
@@ -102,6 +113,42 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	case <-ctx.Done():
 		return fmt.Errorf("cache: invalidate: marks written, trust window not over: %w", context.Cause(ctx))
 	}
+}
+
+// invalidateFailed is the error of an invalidation whose Redis step
+// failed: ctx's own error when ctx ended (the invalidation may be under
+// way), else one matching ErrUnavailable.
+func invalidateFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil && contextError(err) {
+		return err
+	}
+	return &unavailableError{err}
+}
+
+// contextError reports whether err matches a context's error.
+func contextError(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// unavailableError is an invalidation Redis failed while its caller's ctx
+// was alive. It matches ErrUnavailable and what err matches, except the
+// context errors of a step that ran out of its budget (ErrRedisTimeout):
+// that deadline is the budget's, and a context error would tell the
+// caller its own ctx ended.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "cache: Redis unavailable: " + e.err.Error() }
+
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+func (e *unavailableError) Unwrap() error {
+	switch {
+	case !contextError(e.err):
+		return e.err
+	case errors.Is(e.err, ErrRedisTimeout):
+		return ErrRedisTimeout
+	}
+	return nil
 }
 
 // applyLocally applies an invalidation that could not reach Redis to what
@@ -125,7 +172,7 @@ func SetTags(ctx context.Context, tags ...string) error {
 	if m == nil {
 		return errors.New("cache: SetTags called outside a compute function")
 	}
-	if err := checkTags(tags); err != nil {
+	if err := checkEach(tags); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -242,9 +242,11 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		case errors.Is(t.err, ErrNotFound):
 			e = entry[V]{w: c.policy.WriteNegative(now), negative: true, stamp: t.stampOf(r)}
 		case t.err == nil && t.res.outcome == Stale && !t.unclaimed && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh &&
-			!errors.Is(t.res.cause, context.Canceled):
+			!errors.Is(t.res.cause, context.Canceled) && c.invalidation(ctx, *t.prev) != invSoft:
 			// A compute cancelled (by Close) did not find the origin failing.
-			// A failed early refresh leaves a fresh value alone.
+			// A failed early refresh leaves a fresh value alone. A value
+			// ExpireTags expired stays expired re-armed (judge): no throttle
+			// holds for it, so it is not re-armed.
 			e, raw = *t.prev, t.prevRaw // its stamp too: an invalidation of it still applies
 			e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 			c.stats.failSafe.Add(1)

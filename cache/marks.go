@@ -34,6 +34,46 @@ import (
 // which saw it. Notifications raise cached marks at once but never extend
 // their trust. In process-local mode the marks are this process's own:
 // always current.
+//
+// Across a loss of Redis's data. A restart without persistence, or a
+// failover to a replica that missed the latest writes, takes G back (to 0,
+// or a few ticks) and may lose marks, while the processes keep the marks
+// they have read: they never lower them, so none forgets an invalidation
+// it saw. Two rules keep that from refusing every later compute, and keep
+// the invalidations made after the loss above what was stamped before it:
+//
+//   - G is only ever written by advance (scripts/advance.lua), to
+//     max(G + step, floor + step, the Redis server's clock in µs), where
+//     floor is the highest generation the writing process has seen (marks
+//     read or announced, counters read). While Redis keeps its data, G
+//     only rises, and an invalidation's new G exceeds every generation
+//     read before it (G + 1): the guarantee above needs no clock.
+//   - A process that reads G below its floor (a claim, a Set, a recompute)
+//     restores it first (advance with step 0) and stamps the compute with
+//     the restored value, read before the compute begins. Its stamp is then
+//     at least every mark it holds: its computes are valid again at once,
+//     fn running once. Restoring is a max, so a read that was merely stale
+//     costs a round trip, never a wrong answer.
+//
+// What holds across the loss: (1) a process that saw an invalidation keeps
+// refusing what it refused; (2) an invalidation made after the loss gets a
+// generation above every generation stamped before the loss, so it refuses
+// every value computed before it wherever that value survived (another
+// replica's L1, a compute in flight, a Cluster node that kept it). The
+// invalidating process's floor ensures it for every generation that
+// process saw; the clock term for all of them, on any process: G runs
+// ahead of the clock of its last write only by the ticks that came faster
+// than one a microsecond (no namespace sees a million invalidations a
+// second), so the first write after the loss is above every G before it
+// as long as the clock of the Redis server making it reads later than the
+// clock did at the last write before the loss. A clock set back further
+// weakens (2) to the floors, never (1). (3) What Redis lost before a
+// process read it is lost to that process: an invalidation whose marks
+// were lost no longer refuses, on a replica that had not read them, a
+// value stamped before it that survived the loss elsewhere — the price of
+// a write Redis acknowledged and then lost, as with a lease lost in a
+// failover. A standalone Redis restarted empty loses those values with
+// the marks, and every replica drops its L1 when its subscription breaks.
 
 // stamp is an entry's generation and tags.
 type stamp struct {
@@ -96,11 +136,16 @@ func checkTag(t string) error {
 	return nil
 }
 
-// checkTags validates tags for one entry (or one invalidation).
+// checkTags validates tags for one entry.
 func checkTags(tags []string) error {
 	if len(tags) > maxTags {
 		return fmt.Errorf("%w: %d tags, limit %d", ErrInvalidTag, len(tags), maxTags)
 	}
+	return checkEach(tags)
+}
+
+// checkEach validates each of tags: an invalidation takes any number.
+func checkEach(tags []string) error {
 	for _, t := range tags {
 		if err := checkTag(t); err != nil {
 			return err
@@ -166,7 +211,28 @@ type marks struct {
 	spawn func(name string, work func(ctx context.Context))
 	// available reports whether the store may be asked (the breaker).
 	available func() bool
+	// seen is the highest generation this process has seen (in a mark
+	// read or announced, or a counter read): the floor below which it
+	// never writes the counter (see "Across a loss of Redis's data").
+	seen atomic.Uint64
 }
+
+// maxGen bounds the generations a process takes in: Lua's numbers, which
+// the counter scripts compute with, are exact up to 2^53.
+const maxGen = 1 << 53
+
+// saw records generation g as seen.
+func (m *marks) saw(g uint64) {
+	for {
+		cur := m.seen.Load()
+		if g <= cur || m.seen.CompareAndSwap(cur, g) {
+			return
+		}
+	}
+}
+
+// floor is the highest generation this process has seen.
+func (m *marks) floor() uint64 { return min(m.seen.Load(), maxGen) }
 
 // monoAt is t on marks' monotonic clock when t is a reading of the real
 // clock (time.Now, with its monotonic part), else 0 (a zero t too).
@@ -316,6 +382,7 @@ func (m *marks) refresh(ctx context.Context, tags []string) error {
 		}
 		for i, t := range tags {
 			m.slot(t).raise(got[i], sent)
+			m.saw(max(got[i].hard, got[i].soft))
 		}
 		return struct{}{}, nil
 	})
@@ -334,6 +401,7 @@ func (m *marks) refreshAsync(tag string, s *markSlot) {
 // raiseAll records an invalidation of tags (nil: the namespace) at gen,
 // made or announced, without vouching for anything else.
 func (m *marks) raiseAll(tags []string, gen uint64, soft bool) {
+	m.saw(gen)
 	mk := mark{hard: gen}
 	if soft {
 		mk = mark{soft: gen}
@@ -375,7 +443,7 @@ func (m *marks) announced(payload string) {
 		return
 	}
 	var gen uint64
-	if _, err := fmt.Sscan(f[1], &gen); err != nil {
+	if _, err := fmt.Sscan(f[1], &gen); err != nil || gen > maxGen {
 		return
 	}
 	for _, t := range f[2:] {

@@ -49,7 +49,8 @@ type Options struct {
 	// compute (StaleIfError) is served to the whole fleet, as Outcome Stale,
 	// before the origin is tried again: the value is re-armed in the store,
 	// so one failure costs one origin call per throttle across all replicas,
-	// and the replicas waiting for the failed compute answer at once.
+	// and the replicas waiting for the failed compute answer at once. A
+	// value ExpireTags expired is not re-armed (see [Cache.ExpireTags]).
 	// Default: 1s; negative turns it off.
 	FailSafeThrottle time.Duration
 	// SoftTimeout, when positive, bounds how long callers wait for a compute

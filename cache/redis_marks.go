@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -15,9 +16,18 @@ var (
 	markSrc    string
 	markScript = redis.NewScript(markSrc)
 
+	// advance.lua is the one definition of how the counter moves on: the
+	// scripts that write it start with it.
+	//go:embed scripts/advance.lua
+	advanceSrc string
+
+	//go:embed scripts/counter.lua
+	counterSrc    string
+	counterScript = redis.NewScript(advanceSrc + counterSrc)
+
 	//go:embed scripts/clear.lua
 	clearSrc    string
-	clearScript = redis.NewScript(clearSrc)
+	clearScript = redis.NewScript(advanceSrc + clearSrc)
 )
 
 // markField is the field of a mark hash an invalidation raises.
@@ -55,16 +65,44 @@ func genOf(cmd *redis.StringCmd) (uint64, error) {
 	return parseGen(v)
 }
 
-// readGen implements [store]: one HGET.
+// readGen implements [store]: one HGET (and the counter restored when
+// Redis lost it, see restored).
 func (s *redisStore[V]) readGen(ctx context.Context) (uint64, error) {
 	gen, err := runStep(ctx, s.budget, func(ctx context.Context) (uint64, error) {
 		return genOf(s.rdb.HGet(ctx, s.c.invKey(), "g"))
 	})
+	if err == nil {
+		gen, err = s.restored(ctx, gen)
+	}
 	if err != nil {
 		s.redisFailed(ctx, err)
 		return 0, fmt.Errorf("cache: read %s: %w", s.c.invKey(), err)
 	}
 	return gen, nil
+}
+
+// restored returns gen, the counter as just read for a compute or a Set
+// about to begin, or, when it is below the highest generation this process
+// has seen (Redis lost data, or the read was stale), the counter restored
+// past that in one more round trip: a value stamped below the marks this
+// process holds would be refused by them (see marks.go, "Across a loss of
+// Redis's data"). The caller counts an error towards the breaker.
+func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error) {
+	floor := s.c.marks.floor()
+	if gen >= floor {
+		s.c.marks.saw(gen)
+		return gen, nil
+	}
+	got, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
+		return counterScript.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 0).Int64()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cache: restore %s past %d: %w", s.c.invKey(), floor, err)
+	}
+	s.c.marks.saw(uint64(got))
+	s.c.logRare(ctx, slog.LevelInfo, "stampede: invalidation counter read below what this process has seen (Redis lost data, or the read crossed an invalidation); restored", "",
+		fmt.Errorf("read %d, restored to %d", gen, got))
+	return uint64(got), nil
 }
 
 // readMarks implements [store]: a pipeline of HMGETs (the marks live in
@@ -100,37 +138,50 @@ func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]mark, e
 }
 
 // invalidate implements [store]. Clear is one script on the namespace's
-// key; tags take two round trips: HINCRBY of the counter, then a pipeline
-// of one mark script per tag (each in its tag's slot) and the announcement.
+// key; tags take two round trips: the counter moved on (counter.lua), then
+// a pipeline of one mark script per tag (each in its tag's slot) and the
+// announcement, and one more such pipeline per markBatch tags past the
+// first markBatch. A failed batch ends the invalidation: the batches before
+// it are written, it may be in part, the next ones are not.
 func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool) (uint64, error) {
 	field := markField(soft)
+	floor := s.c.marks.floor()
 	if tags == nil {
 		res, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return clearScript.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ").Int64()
+			return clearScript.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
 		})
 		if err != nil {
 			s.redisFailed(ctx, err)
-			return 0, fmt.Errorf("cache: clear %s: %w", s.c.invKey(), err)
+			return 0, fmt.Errorf("cache: clear %s (its mark may be raised): %w", s.c.invKey(), err)
 		}
 		return uint64(res), nil
 	}
 	gen, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
-		return s.rdb.HIncrBy(ctx, s.c.invKey(), "g", 1).Result()
+		return counterScript.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 1).Int64()
 	})
 	if err != nil {
 		s.redisFailed(ctx, err)
-		return 0, fmt.Errorf("cache: invalidate: raise %s: %w", s.c.invKey(), err)
+		return 0, fmt.Errorf("cache: invalidate: move %s on (nothing invalidated): %w", s.c.invKey(), err)
 	}
-	if _, err := runStep(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
-		pipe := s.rdb.Pipeline()
-		for _, t := range tags {
-			markScript.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
+	for done := 0; done < len(tags); done += markBatch {
+		batch := tags[done:min(done+markBatch, len(tags))]
+		if _, err := runStep(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
+			pipe := s.rdb.Pipeline()
+			for _, t := range batch {
+				markScript.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
+			}
+			pipe.Publish(ctx, s.c.invalidationChannel(), announcement(batch, uint64(gen), soft))
+			return pipe.Exec(ctx)
+		}); err != nil {
+			s.redisFailed(ctx, err)
+			return 0, fmt.Errorf("cache: invalidate %d tags: the marks of the first %d raised, of the next %d maybe in part, of the last %d not: %w",
+				len(tags), done, len(batch), len(tags)-done-len(batch), err)
 		}
-		pipe.Publish(ctx, s.c.invalidationChannel(), announcement(tags, uint64(gen), soft))
-		return pipe.Exec(ctx)
-	}); err != nil {
-		s.redisFailed(ctx, err)
-		return 0, fmt.Errorf("cache: invalidate %d tags: %w", len(tags), err)
 	}
 	return uint64(gen), nil
 }
+
+// markBatch is how many tags' marks one round trip of an invalidation
+// raises: the tags of a larger invalidation are raised in batches, one
+// round trip each, bounding the pipeline and the announcement.
+const markBatch = 128

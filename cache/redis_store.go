@@ -274,8 +274,8 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 		// step. A claim Redis still runs later is a lease nobody fills; it
 		// expires after LeaseTTL, as a crashed holder's does.
 		s.redisFailed(ctx, err)
-	} else {
-		gen, genErr = genOf(rep.gen)
+	} else if gen, genErr = genOf(rep.gen); genErr == nil {
+		gen, genErr = s.restored(ctx, gen)
 	}
 	for i := range ks {
 		if err != nil {
