@@ -398,8 +398,8 @@ func (c *checker) ranThrough(a answer, inv *Op) bool {
 }
 
 // failedAfter reports whether a compute of a's key failed after t and
-// before a returned (on a's replica in local mode): the stale-if-error
-// stand-in, or the fail-safe re-arm it leaves for the fleet.
+// before a returned (on a's replica in local mode), or ran past
+// SoftTimeout: the stand-ins an expired value may be.
 func (c *checker) failedAfter(a answer, t time.Duration) bool {
 	if a.op.Resp.ResultErr != "" {
 		return true
@@ -412,7 +412,12 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 			return true
 		}
 	}
+	soft := c.sc.Options.SoftTimeout
 	for _, cp := range c.h.Computes {
+		if soft > 0 && cp.Key == a.key && cp.Replica == a.op.Replica && cp.Began < a.op.Return && (cp.Ended == 0 || cp.Ended > a.op.Return) &&
+			a.op.Return-max(cp.Began, a.op.Invoke) >= soft {
+			return true // answered at SoftTimeout while the compute went on
+		}
 		if cp.Key == a.key && (cp.How == "failed" || cp.How == "panic" || cp.How == "cancelled") &&
 			cp.Ended >= t && cp.Began <= a.op.Return && (c.sc.Mode != "local" || cp.Replica == a.op.Replica) {
 			return true
