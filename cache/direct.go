@@ -42,7 +42,9 @@ func (c *Cache[V]) FetchWithFallback(ctx context.Context, key string, fn, fallba
 // Get returns the value for key when it is fresh or within its stale window.
 // found is false when there is none, when a "not found" is cached, or when
 // the entry is corrupt. While Redis is known to be down (the breaker is
-// open) it returns an error matching [ErrUnavailable] at once.
+// open) it returns an error matching [ErrUnavailable] at once; when Redis
+// fails the read, one matching ErrUnavailable too (and [ErrRedisTimeout]
+// past the budget), or ctx's error when ctx ended.
 func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err error) {
 	if err := c.check(key); err != nil {
 		return v, false, err
@@ -59,8 +61,11 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 		return v, false, fmt.Errorf("cache: get %q: %w", key, ErrUnavailable)
 	}
 	e, found, err := c.store.read(ctx, c.keysFor(key), readShared)
-	if err != nil || !found || e.negative {
-		return v, false, err
+	if err != nil {
+		return v, false, fmt.Errorf("cache: get %q: %w", key, storeFailed(ctx, err))
+	}
+	if !found || e.negative {
+		return v, false, nil
 	}
 	switch c.judge(ctx, e, true, c.now()) {
 	case verdictHit, verdictEarly:
@@ -80,7 +85,9 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 // [ErrInvalidOptions] or [ErrInvalidTag], and nothing is stored. With
 // Redis, Set costs two round trips: the namespace's invalidation counter
 // is read first (the value's generation, so that [Cache.Clear] and
-// [Cache.InvalidateTags] apply to it).
+// [Cache.InvalidateTags] apply to it). When Redis fails it (or the breaker
+// is open), the error matches [ErrUnavailable] and v may or may not be
+// stored; when ctx ends first, ctx's error.
 func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) error {
 	if err := c.check(key); err != nil {
 		return err
@@ -99,7 +106,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) 
 	}
 	gen, err := c.store.readGen(ctx)
 	if err != nil {
-		return fmt.Errorf("cache: set %q: %w", key, err)
+		return fmt.Errorf("cache: set %q: %w", key, storeFailed(ctx, err))
 	}
 	e := entry[V]{value: v, w: c.policy.With(so.ttl, so.stale, -1).Write(c.now(), 0, rand.Float64()),
 		stamp: stamp{gen: gen, tags: so.tags}}
@@ -111,7 +118,10 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) 
 	if c.l1 != nil && (err != nil || !c.l1put(key, e, version)) {
 		c.l1.invalidate(key)
 	}
-	return err
+	if err != nil {
+		return storeFailed(ctx, err)
+	}
+	return nil
 }
 
 // SetOption is an option of one [Cache.Set] call.
@@ -188,7 +198,9 @@ func (c *Cache[V]) forgetLocal(key string) {
 // Delete removes key. A compute in flight for key cannot write its result
 // afterwards: its fill is fenced out. After Delete returns, this replica
 // never serves the deleted value; other replicas' L1 tiers drop it when the
-// invalidation reaches them.
+// invalidation reaches them. When Redis fails it (or the breaker is open),
+// the error matches [ErrUnavailable] and the key may or may not be
+// deleted; when ctx ends first, ctx's error.
 func (c *Cache[V]) Delete(ctx context.Context, key string) error {
 	if err := c.check(key); err != nil {
 		return err
@@ -201,5 +213,8 @@ func (c *Cache[V]) Delete(ctx context.Context, key string) error {
 	if c.l1 != nil {
 		c.l1.invalidate(key)
 	}
-	return err
+	if err != nil {
+		return storeFailed(ctx, err)
+	}
+	return nil
 }

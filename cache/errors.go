@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -22,11 +23,16 @@ var (
 	// ErrLeaseBusy means another replica kept computing the key past
 	// WaitTimeout and the contention policy is [BusyError].
 	ErrLeaseBusy = errors.New("cache: another replica is computing this key (wait timed out)")
-	// ErrUnavailable means Redis is known to be down (the circuit breaker is
-	// open): Get, Set and Delete return it at once instead of paying a Redis
-	// timeout. InvalidateTags, ExpireTags and Clear also return it when
-	// Redis fails them (see [Cache.InvalidateTags]).
-	ErrUnavailable = errors.New("cache: Redis unavailable (circuit breaker open)")
+	// ErrUnavailable means Redis did not serve the call: it is known to be
+	// down (the circuit breaker is open: Get, Set and Delete return it at
+	// once instead of paying a Redis timeout), or one of the call's Redis
+	// steps failed while the caller's context was alive (a refused or reset
+	// connection, a step past RedisTimeout, which also matches
+	// [ErrRedisTimeout]). A Set, Delete or invalidation that fails this way
+	// may or may not have reached Redis: call it again (see
+	// [Cache.InvalidateTags] for how far an invalidation got). The compute
+	// paths never return it: they compute without Redis (Outcome Degraded).
+	ErrUnavailable = errors.New("cache: Redis unavailable")
 	// ErrSoftTimeout is the Result.Err of a stale value that answered
 	// because the compute ran past Options.SoftTimeout; the compute goes on
 	// in the background and fills when it ends.
@@ -77,3 +83,45 @@ var errCachedNotFound = fmt.Errorf("%w (cached)", ErrNotFound)
 // panicked. It carries the panic value and stack; the key is not left
 // locked and the next call computes again.
 type PanicError = singleflight.PanicError
+
+// storeFailed is the error of a Get, Set, Delete or invalidation whose
+// Redis step failed: ctx's own error when ctx ended (a write may be under
+// way), else one matching ErrUnavailable. Errors of the value itself (too
+// large, not encodable) are not Redis' and pass as they are.
+func storeFailed(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrValueTooLarge) || errors.Is(err, ErrCodec):
+		return err
+	case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
+		return err
+	case ctx.Err() != nil: // the step ended otherwise (its budget), but the caller's ctx has ended too
+		return fmt.Errorf("%w (the Redis step: %v)", context.Cause(ctx), err)
+	}
+	return &unavailableError{err}
+}
+
+// contextError reports whether err matches a context's error.
+func contextError(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// unavailableError is a call Redis failed while its caller's ctx was
+// alive. It matches ErrUnavailable and what err matches, except the
+// context errors of a step that ran out of its budget (ErrRedisTimeout):
+// that deadline is the budget's, and a context error would tell the
+// caller its own ctx ended.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "cache: Redis unavailable: " + e.err.Error() }
+
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+func (e *unavailableError) Unwrap() error {
+	switch {
+	case !contextError(e.err):
+		return e.err
+	case errors.Is(e.err, ErrRedisTimeout):
+		return ErrRedisTimeout
+	}
+	return nil
+}

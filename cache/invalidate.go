@@ -96,7 +96,7 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	gen, err := c.store.invalidate(ctx, tags, soft)
 	if err != nil {
 		c.applyLocally()
-		return invalidateFailed(ctx, err)
+		return storeFailed(ctx, err)
 	}
 	c.marks.raiseAll(tags, gen, soft)
 	if c.marks.local {
@@ -113,42 +113,6 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	case <-ctx.Done():
 		return fmt.Errorf("cache: invalidate: marks written, trust window not over: %w", context.Cause(ctx))
 	}
-}
-
-// invalidateFailed is the error of an invalidation whose Redis step
-// failed: ctx's own error when ctx ended (the invalidation may be under
-// way), else one matching ErrUnavailable.
-func invalidateFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil && contextError(err) {
-		return err
-	}
-	return &unavailableError{err}
-}
-
-// contextError reports whether err matches a context's error.
-func contextError(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// unavailableError is an invalidation Redis failed while its caller's ctx
-// was alive. It matches ErrUnavailable and what err matches, except the
-// context errors of a step that ran out of its budget (ErrRedisTimeout):
-// that deadline is the budget's, and a context error would tell the
-// caller its own ctx ended.
-type unavailableError struct{ err error }
-
-func (e *unavailableError) Error() string { return "cache: Redis unavailable: " + e.err.Error() }
-
-func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
-
-func (e *unavailableError) Unwrap() error {
-	switch {
-	case !contextError(e.err):
-		return e.err
-	case errors.Is(e.err, ErrRedisTimeout):
-		return ErrRedisTimeout
-	}
-	return nil
 }
 
 // applyLocally applies an invalidation that could not reach Redis to what

@@ -101,12 +101,14 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 	}
 }
 
-// leadDegraded computes tasks without the store, whose read just failed,
-// and abandons their claims.
+// leadDegraded computes tasks without the store, which just failed, and
+// abandons their claims.
 func (c *Cache[V]) leadDegraded(ctx context.Context, tasks []*task[V], fn batchFunc[V]) {
 	defer func() {
 		for _, t := range tasks {
-			c.store.abandon(ctx, t.k, t.claim)
+			if !t.unclaimed {
+				c.store.abandon(ctx, t.k, t.claim)
+			}
 		}
 	}()
 	r, floor, err := c.computeDegraded(ctx, taskKeys(tasks), fn)
@@ -299,16 +301,15 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 	}
 	c.stats.recomputed.Add(uint64(len(again)))
 	gen, err := c.store.readGen(ctx)
-	for _, t := range again {
-		t.claim.gen, t.res, t.err = gen, loaded[V]{}, err
-	}
 	if err != nil {
-		for _, t := range again {
-			if !t.unclaimed {
-				c.store.abandon(ctx, t.k, t.claim)
-			}
-		}
+		// The store failed between two attempts: compute without it, as a
+		// caller does whose claim failed (Outcome Degraded), never the
+		// store's error.
+		c.leadDegraded(ctx, again, fn)
 		return
+	}
+	for _, t := range again {
+		t.claim.gen, t.res, t.err = gen, loaded[V]{}, nil
 	}
 	c.computeFillAttempt(ctx, again, fn, attempt+1)
 }

@@ -313,13 +313,15 @@ func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, err
 	state := invValid
 	var unsure []string
 	look := func(tag string, s *markSlot) {
+		// What this process knows of a mark applies however old it is
+		// (marks only go up): only a verdict of "valid" needs a recent read.
+		state = max(state, s.against(st.gen))
 		if sent := s.sent.Load(); sent == 0 || now-sent >= int64(m.trust) {
 			unsure = append(unsure, tag)
 			return
 		} else if now-sent >= int64(m.trust)/2 && !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
 			m.refreshAsync(tag, s)
 		}
-		state = max(state, s.against(st.gen))
 	}
 	look("", &m.ns)
 	for i, t := range st.tags {
@@ -332,9 +334,10 @@ func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, err
 		return state, nil
 	}
 	var err error
+	known := state // a soft invalidation known already stays one if the marks cannot be read
 	for range maxMarkReads {
 		if m.available != nil && !m.available() {
-			return invUnknown, fmt.Errorf("cache: invalidation marks: %w", ErrUnavailable)
+			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", ErrUnavailable)
 		}
 		if err = m.refresh(ctx, unsure); err == nil {
 			if vouched, s := m.vouched(unsure, st.gen); vouched {
@@ -346,7 +349,16 @@ func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, err
 			break
 		}
 	}
-	return invUnknown, err
+	return unknownAfter(known), err
+}
+
+// unknownAfter is the verdict when the marks could not be read: invUnknown,
+// unless what is already known says more (a soft invalidation).
+func unknownAfter(known invState) invState {
+	if known == invSoft {
+		return invSoft
+	}
+	return invUnknown
 }
 
 // maxMarkReads bounds the reads of one check whose answers came too late
