@@ -67,14 +67,18 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 		c.redis.reads.mu.Lock()
 		flights := len(c.redis.reads.flights)
 		c.redis.reads.mu.Unlock()
-		refreshing := 0
-		c.refreshing.Range(func(any, any) bool { refreshing++; return true })
-		waitSubs := 0
-		for range 1000 { // unsubscribe confirmations arrive asynchronously
-			if waitSubs = c.redis.notify.subscriptions(); waitSubs == 0 {
+		// Background work (a re-read of the invalidation marks, spawned by
+		// a hit when their trust is half gone) ends on its own, and
+		// unsubscribe confirmations arrive asynchronously: wait for both,
+		// bounded.
+		refreshing, waitSubs := 0, 0
+		for deadline := time.Now().Add(10 * time.Second); ; waitForConfirmations() {
+			refreshing = 0
+			c.refreshing.Range(func(any, any) bool { refreshing++; return true })
+			waitSubs = c.redis.notify.subscriptions()
+			if refreshing == 0 && waitSubs == 0 || time.Now().After(deadline) {
 				break
 			}
-			waitForConfirmations()
 		}
 		if flights != 0 || refreshing != 0 || waitSubs != 0 {
 			t.Fatalf("%s after %d keys: %d read flights, %d refreshes, %d subscriptions left", name, keys, flights, refreshing, waitSubs)

@@ -31,6 +31,9 @@ func raiseTo(a *atomic.Int64, v int64) {
 // (checked in real time across its readers: a read that starts after
 // another returned g must return g or newer), and after each of A's fills
 // B stops serving the previous generation (polled, no timing threshold).
+// The readers run until the fills are done (a channel says so), however
+// many reads that takes: an L1 hit takes microseconds without the race
+// detector, and a bound on the number of reads ran out before the fills did.
 func TestL1CoherenceAfterFills(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		l1CoherenceAfterFills(t, func(t testing.TB) redis.UniversalClient { return redistest.Client(t) })
@@ -70,9 +73,11 @@ func l1CoherenceAfterFills(t *testing.T, newClient func(testing.TB) redis.Univer
 		return b.Stats().L1Entries == 1
 	})
 
-	var served atomic.Int64 // the newest generation a finished read on B returned
-	stop := make(chan struct{})
+	var served atomic.Int64     // the newest generation a finished read on B returned
+	stop := make(chan struct{}) // closed when A's fills are done
+	endReads := sync.OnceFunc(func() { close(stop) })
 	var wg sync.WaitGroup
+	t.Cleanup(func() { endReads(); wg.Wait() }) // before the caches close, should the test stop early
 	check := func(v string, before int64) {
 		g, ok := versionOf(v)
 		if !ok {
@@ -86,9 +91,11 @@ func l1CoherenceAfterFills(t *testing.T, newClient func(testing.TB) redis.Univer
 	}
 	for i := range 6 {
 		wg.Go(func() {
-			for n := 0; n < 1_000_000; n++ { // bounded; stopped by stop
+			for { // until the fills are done, bounded by ctx
 				select {
 				case <-stop:
+					return
+				case <-ctx.Done(): // the fills fail on it too, and say so
 					return
 				default:
 				}
@@ -119,7 +126,7 @@ func l1CoherenceAfterFills(t *testing.T, newClient func(testing.TB) redis.Univer
 				})
 		}
 	}
-	close(stop)
+	endReads()
 	wg.Wait()
 	if v, found, err := b.Get(ctx, "k"); err != nil || !found || v != versioned(fills) {
 		t.Fatalf("B after the last fill: %q %v %v", v, found, err)

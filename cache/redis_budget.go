@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,14 +25,63 @@ import (
 // when the caller's context cannot be cancelled (the shared hit-path read
 // runs detached from its callers' cancellation): go-redis honours a
 // deadline on the socket, not a cancellation.
+//
+// A step that failed because its pooled connection had died (see
+// [brokenConn]) runs again within the same budget, at most once per idle
+// connection the client's pools then held: after an outage the pools can
+// hold connections that died without the client's kernel being told (a
+// restarted host, a failover to a new machine, a proxy or NAT that forgot
+// them), which go-redis' check of an idle connection cannot see, and each
+// would otherwise cost a call (go-redis keeps pipelines in a pool of their
+// own, which the breaker's PING never touches).
 type redisBudget struct {
 	d time.Duration // 0: no budget of our own
 	// inline: the client honours context deadlines on socket I/O.
 	inline bool
+	// idle counts the client's idle pooled connections; nil: no retries.
+	idle func() int
 }
 
 func newRedisBudget(d time.Duration, rdb redis.UniversalClient) redisBudget {
-	return redisBudget{d: max(d, 0), inline: honoursDeadlines(rdb)}
+	return redisBudget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }}
+}
+
+// idleConns is how many idle connections rdb's pools hold, its pipelines'
+// pool included.
+func idleConns(rdb redis.UniversalClient) int {
+	st := rdb.PoolStats()
+	n := int(st.IdleConns)
+	if st.PipelineStats != nil {
+		n += int(st.PipelineStats.IdleConns)
+	}
+	return n
+}
+
+// brokenConn reports that a step failed because its connection was closed
+// or reset under it (go-redis then drops that connection from its pool):
+// not a timeout, not a refused dial, not Redis' reply. The request may not
+// have reached Redis, or Redis may have run it and lost the reply; every
+// step is one that go-redis' own MaxRetries runs again on such an error.
+func brokenConn(err error) bool {
+	if err == nil || err == redis.Nil {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// attempt runs step, and again while it fails on a broken connection, the
+// client's pools still hold idle connections that may have died the same
+// way, and ctx lasts.
+func attempt[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+	v, err := step(ctx)
+	if !brokenConn(err) || b.idle == nil {
+		return v, err
+	}
+	for n := b.idle(); n > 0 && brokenConn(err) && ctx.Err() == nil; n-- {
+		v, err = step(ctx)
+	}
+	return v, err
 }
 
 // honoursDeadlines reports whether rdb bounds socket I/O by the context's
@@ -59,7 +110,7 @@ type stepResult[T any] struct {
 // it returns what it read.
 func runStep[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
 	if b.d <= 0 {
-		return step(ctx)
+		return attempt(ctx, b, step)
 	}
 	sctx, cancel := context.WithTimeout(ctx, b.d)
 	// Cancelled once the caller has the reply or stopped waiting (so that
@@ -71,12 +122,12 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 	// cancelled caller, or Close cancelling background work, would sit out
 	// the budget).
 	if b.inline && ctx.Done() == nil {
-		v, err := step(sctx)
+		v, err := attempt(sctx, b, step)
 		return v, b.explain(ctx, sctx, err)
 	}
 	done := make(chan stepResult[T], 1)
 	go func() {
-		v, err := step(sctx)
+		v, err := attempt(sctx, b, step)
 		done <- stepResult[T]{v, err}
 	}()
 	select {

@@ -250,7 +250,9 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 			cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
 		}
 		genCmd := pipe.HGet(ctx, s.c.invKey(), "g")
-		_, _ = pipe.Exec(ctx) // errors are per command
+		if _, err := pipe.Exec(ctx); brokenConn(err) {
+			return replies{}, err // every command met it: run the step again
+		} // other errors are per command
 		// A node that lacks the script took no claim: send it the script
 		// itself (a Cluster's nodes may differ).
 		var retry redis.Pipeliner
@@ -263,7 +265,9 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 			}
 		}
 		if retry != nil {
-			_, _ = retry.Exec(ctx)
+			if _, err := retry.Exec(ctx); brokenConn(err) {
+				return replies{}, err
+			}
 		}
 		return replies{cmds, genCmd}, nil
 	})
@@ -337,6 +341,9 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 		if len(reqs) == 1 {
 			if args[0] != nil {
 				cmds[0] = fillScript.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
+				if err := cmds[0].Err(); brokenConn(err) {
+					return nil, err // run the step again
+				}
 			}
 			return cmds, nil
 		}
@@ -346,7 +353,9 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 				cmds[i] = fillScript.Eval(ctx, pipe, fillKeys(r.k), args[i]...)
 			}
 		}
-		_, _ = pipe.Exec(ctx) // errors are per command
+		if _, err := pipe.Exec(ctx); brokenConn(err) {
+			return nil, err // every command met it: run the step again
+		} // other errors are per command
 		return cmds, nil
 	})
 	if err != nil {

@@ -24,6 +24,62 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
+// Every wait of these tests is bounded, so that a breakage fails a test
+// fast instead of hanging it until go test's timeout: a test goroutine's
+// wait for a channel or a WaitGroup (waitBound, as long as the tests' waits
+// for parked goroutines), a request (requestBound: it may include such a
+// wait), and a handler parked until its test releases it (parkBound: past
+// every bound of the test, so that a passing test never meets it, and a
+// failed test's server still closes).
+const (
+	waitBound    = 30 * time.Second
+	requestBound = 2 * waitBound
+	parkBound    = 3 * waitBound
+)
+
+// client is the tests' HTTP client: http.DefaultClient with requestBound.
+var client = &http.Client{Timeout: requestBound}
+
+// recv receives from ch, failing the test after waitBound.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitBound):
+	}
+	t.Fatalf("not within %s: %s", waitBound, what)
+	var zero T
+	return zero
+}
+
+// send sends v on ch, failing the test after waitBound.
+func send[T any](t testing.TB, ch chan<- T, v T, what string) {
+	t.Helper()
+	select {
+	case ch <- v:
+	case <-time.After(waitBound):
+		t.Fatalf("not within %s: %s", waitBound, what)
+	}
+}
+
+// waitAll waits for wg, failing the test after waitBound.
+func waitAll(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	recv(t, done, what)
+}
+
+// parked is a handler's wait for its test to release it, bounded by
+// parkBound.
+func parked(release <-chan struct{}) {
+	select {
+	case <-release:
+	case <-time.After(parkBound):
+	}
+}
+
 func newResponses(t *testing.T, rdb redis.UniversalClient, opts cache.Options) *cache.Cache[middleware.Response] {
 	t.Helper()
 	if opts.Namespace == "" {
@@ -76,7 +132,7 @@ func do(t *testing.T, method, url string, hdr map[string]string) reply {
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +154,7 @@ type counting struct {
 func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := c.runs.Add(1)
 	if c.release != nil {
-		<-c.release
+		parked(c.release)
 	}
 	if c.write != nil {
 		c.write(w, r, n)
@@ -122,7 +178,7 @@ func TestStampedeAcrossInstances(t *testing.T) {
 	const n = 300
 	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
+	client := &http.Client{Transport: tr, Timeout: requestBound}
 	replies := make([]reply, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -142,7 +198,7 @@ func TestStampedeAcrossInstances(t *testing.T) {
 	// Every request is parked in the cache before the handler may answer.
 	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", n, 30*time.Second)
 	close(h.release)
-	wg.Wait()
+	waitAll(t, &wg, "the requests to be answered")
 	if runs := h.runs.Load(); runs != 1 {
 		t.Fatalf("handler ran %d times, want 1", runs)
 	}
@@ -383,7 +439,7 @@ func TestPanicAnd500StoreNothing(t *testing.T) {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the panic is expected
 	preq, _ := http.NewRequest(http.MethodGet, srv.URL+"/panic", nil)
 	preq.Host = host
-	res, err := http.DefaultClient.Do(preq)
+	res, err := client.Do(preq)
 	if err == nil { // the server aborts the connection of a panicking handler
 		res.Body.Close()
 		if res.StatusCode < 500 {
@@ -470,7 +526,7 @@ func TestClientDisconnectStillStores(t *testing.T) {
 	req.Host = host
 	done := make(chan error)
 	go func() {
-		res, err := http.DefaultClient.Do(req)
+		res, err := client.Do(req)
 		if err == nil {
 			res.Body.Close()
 		}
@@ -478,7 +534,7 @@ func TestClientDisconnectStillStores(t *testing.T) {
 	}()
 	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 1, 10*time.Second)
 	cancel()
-	if err := <-done; err == nil {
+	if err := recv(t, done, "the cancelled request to return"); err == nil {
 		t.Fatal("the cancelled request succeeded")
 	}
 	close(h.release)
@@ -533,7 +589,7 @@ func clientsOnOneRun(t *testing.T, url string, n int, release chan struct{}) []r
 	}
 	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", n, 10*time.Second)
 	close(release)
-	wg.Wait()
+	waitAll(t, &wg, "the requests to be answered")
 	return replies
 }
 

@@ -47,7 +47,7 @@ func (h *reports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 //go:noinline
-func (h *reports) park(gate chan struct{}) { <-gate }
+func (h *reports) park(gate chan struct{}) { parked(gate) }
 
 const parkFrame = "middleware_test.(*reports).park("
 
@@ -111,7 +111,7 @@ func churn(t *testing.T, base string, n int) {
 	for i := range n {
 		wg.Go(func() { get(t, fmt.Sprintf("%s/other/x%d", base, i), nil) })
 	}
-	wg.Wait()
+	waitAll(t, &wg, "the uncached route to answer")
 }
 
 // storedBody reads the stored response of a URL from Redis through a
@@ -147,7 +147,7 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 				wg.Go(func() {
 					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/reports/%d", srv.URL, i), nil)
 					req.Host = host
-					if res, err := http.DefaultClient.Do(req); err == nil {
+					if res, err := client.Do(req); err == nil {
 						res.Body.Close()
 						t.Errorf("request %d answered while its handler was parked", i)
 					}
@@ -155,7 +155,7 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 			}
 			leakcheck.WaitBlocked(t, parkFrame, n, 30*time.Second)
 			cancel() // every client leaves, like curl -m 0.05
-			wg.Wait()
+			waitAll(t, &wg, "the clients to leave")
 			waitFramesGone(t, "middleware.(*handler).ServeHTTP(")
 			churn(t, srv.URL, n)
 			close(gate)
@@ -204,7 +204,7 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg, "every URL to be answered stale")
 			leakcheck.WaitBlocked(t, parkFrame, n, 30*time.Second)
 			waitFramesGone(t, "middleware.(*handler).ServeHTTP(")
 			churn(t, srv.URL, n)
@@ -243,7 +243,7 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg, "the storm to be answered")
 		})
 	}
 }
@@ -310,7 +310,7 @@ func TestNonShareableResponsesStayWithTheirRequest(t *testing.T) {
 						}
 					})
 				}
-				wg.Wait()
+				waitAll(t, &wg, "the round's clients to be answered")
 			}
 		})
 	}
@@ -412,8 +412,8 @@ func TestConditionalAndRangeRequestsShareAPlainRun(t *testing.T) {
 			}
 			leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 1+joiners, 10*time.Second)
 			close(h.release)
-			wg.Wait()
-			<-done
+			waitAll(t, &wg, "the plain GETs to be answered")
+			recv(t, done, "the leader to be answered")
 			for i, r := range replies {
 				if r.status != http.StatusOK || r.body != body {
 					t.Errorf("plain GET %d: %d %q (%s)", i, r.status, r.body, r.header.Get("X-Cache"))
@@ -447,7 +447,7 @@ func TestEarlyHintsPassThroughOnly(t *testing.T) {
 		w.Header().Set("Link", "</app.css>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)
 		if n == 1 {
-			<-hinted // the client has the hint before the handler goes on
+			parked(hinted) // the client has the hint before the handler goes on
 		}
 		w.Header().Del("Link")
 		w.Header().Set("Content-Type", "text/plain")
@@ -502,7 +502,7 @@ func TestFlushStreamsAndIsNotStored(t *testing.T) {
 	for run := 1; run <= 2; run++ {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/events", nil)
 		req.Host = host
-		res, err := http.DefaultClient.Do(req)
+		res, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -516,7 +516,7 @@ func TestFlushStreamsAndIsNotStored(t *testing.T) {
 				t.Fatalf("run %d tick %d: %q %v", run, i, line, err)
 			}
 			_, _ = br.ReadString('\n')
-			read <- struct{}{}
+			send(t, read, struct{}{}, "the handler to take the client's read")
 		}
 		if rest, _ := io.ReadAll(br); len(rest) != 0 {
 			t.Fatalf("trailing %q", rest)
@@ -599,13 +599,13 @@ func TestStreamWithoutClientStoresNothing(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if res, err := http.DefaultClient.Do(req); err == nil {
+		if res, err := client.Do(req); err == nil {
 			res.Body.Close()
 		}
 	}()
 	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 1, 10*time.Second)
 	cancel() // the client leaves before the handler writes
-	<-done
+	recv(t, done, "the cancelled request to return")
 	waitFramesGone(t, "middleware.(*handler).ServeHTTP(")
 	close(h.release)
 	waitFramesGone(t, "middleware_test.(*counting).ServeHTTP(")
@@ -634,7 +634,7 @@ func fetchWithHints(t *testing.T, url string, onHint func()) (reply, []string) {
 	}}
 	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, url, nil)
 	req.Host = host
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -665,7 +665,7 @@ func TestEarlyHintsNotToJoiners(t *testing.T) {
 		defer close(done)
 		leader, leaderHints = fetchWithHints(t, srv.URL+"/j", func() { close(hinted) })
 	}()
-	<-hinted
+	recv(t, hinted, "the leader's hint")
 	joined := make(chan struct{})
 	var joiner reply
 	var joinerHints []string
@@ -675,8 +675,8 @@ func TestEarlyHintsNotToJoiners(t *testing.T) {
 	}()
 	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 2, 10*time.Second)
 	close(h.release)
-	<-done
-	<-joined
+	recv(t, done, "the leader to be answered")
+	recv(t, joined, "the joiner to be answered")
 	if len(leaderHints) != 1 || leader.header.Get("X-Cache") != "MISS" || leader.body != "final" {
 		t.Fatalf("leader: %q %s %q", leaderHints, leader.header.Get("X-Cache"), leader.body)
 	}

@@ -13,13 +13,16 @@ import (
 
 func ExampleGroup_Do() {
 	g := singleflight.Group[string]{Timeout: 5 * time.Second}
+	// Each caller's deadline bounds its own wait, whatever the shared call does.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	var origin atomic.Int32
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
 			<-start
-			v, _, err := g.Do(context.Background(), "user:1", func(ctx context.Context) (string, error) {
+			v, _, err := g.Do(ctx, "user:1", func(ctx context.Context) (string, error) {
 				origin.Add(1)
 				return "Ada", nil
 			})

@@ -218,3 +218,57 @@ func TestWithOverridesPerEntry(t *testing.T) {
 		t.Fatal("With changed the receiver")
 	}
 }
+
+// A fail-safe re-arm makes an entry fresh again from now for d, keeps its
+// Created (the value is as old as it is) and its error window, and never
+// lets it stay fresh past that window: the policy's bound on serving the
+// value for errors holds however often it is re-armed.
+func TestRearmStaysInsideTheErrorWindow(t *testing.T) {
+	p := stale.Policy{TTL: time.Minute, Stale: 10 * time.Second, StaleIfError: 10 * time.Minute}
+	w := p.Write(t0, 0, 0.5) // fresh to +1m, stale to +1m10s, error to +11m
+
+	now := t0.Add(2 * time.Minute) // expired, inside the error window
+	r := w.Rearm(now, time.Second)
+	if !r.Created.Equal(w.Created) || !r.ErrorUntil.Equal(w.ErrorUntil) || r.Expire() != w.Expire() {
+		t.Fatalf("re-arm moved Created or the error window: %+v from %+v", r, w)
+	}
+	if !r.FreshUntil.Equal(now.Add(time.Second)) || r.StaleUntil.Before(r.FreshUntil) {
+		t.Fatalf("re-armed at +2m for 1s: %+v", r)
+	}
+	if got := p.State(r, now, 0, 0.5); got != stale.Fresh {
+		t.Fatalf("just re-armed: %s, want fresh", got)
+	}
+
+	// Re-armed for longer than the error window has left: fresh only to
+	// its end, then gone, not usable on error.
+	now = w.ErrorUntil.Add(-time.Second)
+	r = w.Rearm(now, time.Hour)
+	if !r.FreshUntil.Equal(w.ErrorUntil) || !r.StaleUntil.Equal(w.ErrorUntil) || !r.ErrorUntil.Equal(w.ErrorUntil) {
+		t.Fatalf("re-armed 1s before the error window ends, for 1h: %+v, want every window to end at %s", r, w.ErrorUntil)
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want stale.State
+	}{
+		{now, stale.Fresh},
+		{w.ErrorUntil.Add(-time.Nanosecond), stale.Fresh},
+		{w.ErrorUntil, stale.Gone},
+		{now.Add(time.Hour - time.Nanosecond), stale.Gone},
+	} {
+		if got := p.State(r, tc.at, 0, 0.5); got != tc.want {
+			t.Errorf("at %s past the error window's end: %s, want %s", tc.at.Sub(w.ErrorUntil), got, tc.want)
+		}
+	}
+	if r.UsableOnError(w.ErrorUntil) {
+		t.Error("a re-armed entry answered for errors past its error window")
+	}
+
+	// Re-armed again and again, one throttle at a time: never past it.
+	r = w
+	for at := t0.Add(2 * time.Minute); at.Before(w.ErrorUntil.Add(time.Minute)); at = at.Add(30 * time.Second) {
+		r = r.Rearm(at, time.Minute)
+		if r.FreshUntil.After(w.ErrorUntil) || r.StaleUntil.After(w.ErrorUntil) {
+			t.Fatalf("re-armed at +%s: %+v reaches past the error window's end %s", at.Sub(t0), r, w.ErrorUntil)
+		}
+	}
+}

@@ -5,8 +5,10 @@
 -- Returns {1, envelope or false} when claimed: the value as it is now (the
 -- previous holder may have filled since the caller's read; a key of another
 -- Redis type reads as ''), or {0, remaining ms of the holder's lease} when
--- another holder has it.
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- another holder has it. A claim run again with its token (its reply was
+-- lost on a broken connection, and go-redis or the budget ran it again) is
+-- claimed: the lease is the caller's own.
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) or redis.pcall('GET', KEYS[2]) == ARGV[1] then
   local v = redis.pcall('GET', KEYS[1])
   if type(v) == 'table' then
     v = ''

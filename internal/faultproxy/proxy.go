@@ -1,6 +1,7 @@
 // Package faultproxy is a TCP proxy on loopback that injects network
 // faults between clients and a real server: added latency, connection
-// resets, a full partition (traffic black-holed) and slow closes.
+// resets, a full partition (traffic black-holed), connections that vanish
+// without a word (a restarted host) and slow closes.
 package faultproxy
 
 import (
@@ -24,6 +25,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	links  map[*link]struct{}
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -34,7 +36,7 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -62,6 +64,23 @@ func (p *Proxy) Reset() {
 			_ = tc.SetLinger(0)
 		}
 		_ = c.Close()
+	}
+}
+
+// Vanish makes every open connection die without a word, as when the
+// server's host restarts or a NAT forgets the connection: the server side is
+// closed, the client side stays open with no FIN (so a client's liveness
+// check of an idle connection passes), and the next bytes the client sends
+// on it are answered with a TCP RST, as a host that lost the connection's
+// state answers. A reply the client still awaits never comes. Connections
+// opened later are not affected.
+func (p *Proxy) Vanish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.links {
+		l.vanished.Store(true)
+		_ = l.server.Close()
+		delete(p.links, l)
 	}
 }
 
@@ -104,21 +123,37 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
+		l := &link{client: client, server: server}
 		if !p.track(client) || !p.track(server) {
 			_ = client.Close()
 			_ = server.Close()
 			return
 		}
+		p.mu.Lock()
+		p.links[l] = struct{}{}
+		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(client, server)
-		go p.pipe(server, client)
+		go p.pipe(l, client, server)
+		go p.pipe(l, server, client)
 	}
 }
 
-// pipe copies from src to dst with the faults applied, then closes both.
-func (p *Proxy) pipe(src, dst net.Conn) {
+// link is one proxied connection: the client's side and the server's.
+type link struct {
+	client, server net.Conn
+	vanished       atomic.Bool // see [Proxy.Vanish]
+}
+
+// pipe copies from src to dst with the faults applied, then closes both;
+// on a vanished link it closes only the server's side, and answers the
+// client's next bytes with a RST.
+func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 	defer p.wg.Done()
 	defer func() {
+		if l.vanished.Load() && src == l.server {
+			p.untrack(l.server) // the client's side stays open, silent
+			return
+		}
 		if d := time.Duration(p.slowClose.Load()); d > 0 {
 			time.Sleep(d) // the fault itself: a peer that is slow to close
 		}
@@ -126,10 +161,19 @@ func (p *Proxy) pipe(src, dst net.Conn) {
 		_ = src.Close()
 		p.untrack(src)
 		p.untrack(dst)
+		p.mu.Lock()
+		delete(p.links, l)
+		p.mu.Unlock()
 	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && l.vanished.Load() && src == l.client {
+			if tc, ok := src.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // close with a RST
+			}
+			return
+		}
 		if n > 0 {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the fault itself: added latency

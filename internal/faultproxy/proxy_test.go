@@ -2,8 +2,10 @@ package faultproxy_test
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,5 +86,36 @@ func TestFaults(t *testing.T) {
 	p.Reset()
 	if _, err := roundTrip(c2, time.Second); err == nil {
 		t.Fatal("a reset connection answered")
+	}
+}
+
+// A vanished connection looks alive to its client until it sends, then it
+// is reset; connections opened afterwards work.
+func TestVanish(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := roundTrip(c, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Vanish()
+	// A FIN would make this read end with io.EOF before the RST.
+	if got, err := roundTrip(c, 5*time.Second); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("a vanished connection: %q %v, want a reset", got, err)
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := roundTrip(c2, time.Second); err != nil {
+		t.Fatalf("a connection opened after Vanish: %v", err)
 	}
 }
