@@ -418,7 +418,9 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 			a.op.Return-max(cp.Began, a.op.Invoke) >= soft {
 			return true // answered at SoftTimeout while the compute went on
 		}
-		if cp.Key == a.key && (cp.How == "failed" || cp.How == "panic" || cp.How == "cancelled") &&
+		// A batch's compute fails for all its keys when one key's does.
+		sameCall := cp.Key == a.key || cp.Req == a.op.Req.ID && len(a.op.Req.Keys) > 0
+		if sameCall && (cp.How == "failed" || cp.How == "panic" || cp.How == "cancelled") &&
 			cp.Ended >= t && cp.Began <= a.op.Return && (c.sc.Mode != "local" || cp.Replica == a.op.Replica) {
 			return true
 		}
