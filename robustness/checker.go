@@ -276,6 +276,9 @@ func (c *checker) allowed(o *Op) []string {
 	switch o.Req.Op {
 	case wire.OpGet, wire.OpSet, wire.OpDelete:
 		return []string{wire.ErrUnavailable, wire.ErrRedisTimeout, wire.ErrDeadline}
+	case wire.OpHTTPGet, wire.OpHTTPPost:
+		// A failed or panicking handler is a 5xx; nothing else may be.
+		return []string{wire.ErrDeadline, wire.ErrCanceled, wire.ErrOrigin, wire.ErrPanic}
 	case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear:
 		return []string{wire.ErrUnavailable, wire.ErrDeadline}
 	}
@@ -366,8 +369,8 @@ func (c *checker) invalidations() {
 			if a.op.Invoke <= inv.Return && !c.ranThrough(a, inv) {
 				continue
 			}
-			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) {
-				continue
+			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) || isRouteKey(a.key) {
+				continue // the middleware's entries live in a cache of their own
 			}
 			if c.degraded(a) || a.v.Src == "fallback" {
 				continue
@@ -440,6 +443,9 @@ func (c *checker) describe(a answer) string {
 	return a.v.Src
 }
 
+// isRouteKey reports whether key is one of the middleware's ("h0"…).
+func isRouteKey(key string) bool { return strings.HasPrefix(key, "h") }
+
 func overlaps(a, b []string) bool {
 	for _, x := range a {
 		if slices.Contains(b, x) {
@@ -471,8 +477,8 @@ func (c *checker) writes() {
 		byKey[a.key] = append(byKey[a.key], a)
 	}
 	for _, w := range c.h.Ops {
-		if !w.Ok() || (w.Req.Op != wire.OpSet && w.Req.Op != wire.OpDelete) {
-			continue
+		if !w.Ok() || (w.Req.Op != wire.OpSet && w.Req.Op != wire.OpDelete && w.Req.Op != wire.OpHTTPPost) {
+			continue // a POST through the middleware deletes its route's entry
 		}
 		for _, a := range byKey[w.Req.Key] {
 			begin := w.Return
@@ -607,7 +613,7 @@ func (c *checker) writeDuring(key string, from, to time.Duration) bool {
 			continue
 		}
 		switch o.Req.Op {
-		case wire.OpSet, wire.OpDelete:
+		case wire.OpSet, wire.OpDelete, wire.OpHTTPPost:
 			if o.Req.Key == key {
 				return true
 			}

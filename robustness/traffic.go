@@ -9,10 +9,12 @@ import (
 )
 
 // Traffic draws random operations over a small key space, through every
-// public path of cache.Cache. Compute keys ("k0"…) are read through the
-// compute paths and written by Set, Delete and the invalidations; register
-// keys ("r0"…) only by Set, Delete, Get and Clear, so that their history is
-// a register's, for the linearizability check.
+// public path of cache.Cache and the middleware. Compute keys ("k0"…) are
+// read through the compute paths and written by Set, Delete and the
+// invalidations; register keys ("r0"…) only by Set, Delete, Get and Clear,
+// so that their history is a register's, for the linearizability check;
+// route keys ("h0"…) are the middleware's: GET through the cached route,
+// POST to invalidate it.
 type Traffic struct {
 	// Keys and Registers are the sizes of the two key spaces.
 	Keys, Registers int
@@ -41,6 +43,8 @@ var DefaultWeights = map[string]int{
 	wire.OpExpireTags:        2,
 	wire.OpClear:             2,
 	opUpdate:                 4,
+	wire.OpHTTPGet:           8,
+	wire.OpHTTPPost:          2,
 }
 
 // opUpdate is a user's write: the origin's version moves on, then the key's
@@ -114,6 +118,15 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 		update = true
 	case wire.OpClear:
 		req.Key = ""
+	case wire.OpHTTPGet, wire.OpHTTPPost:
+		// The middleware's own cache (another namespace): keys "h0"…
+		req.Key = fmt.Sprintf("h%d", ki%max(t.Keys/2, 1))
+	}
+	if (req.Op == wire.OpInvalidateTags || req.Op == wire.OpExpireTags) && rng.IntN(20) == 0 {
+		// More tags than an entry may carry: the call takes any number.
+		for i := range 40 {
+			req.Tags = append(req.Tags, fmt.Sprintf("x%d", i))
+		}
 	}
 	if !t.Invalidations && (req.Op == wire.OpInvalidateTags || req.Op == wire.OpExpireTags || req.Op == wire.OpClear) {
 		req.Op, req.Tags, req.Key, update = wire.OpGetOrCompute, nil, fmt.Sprintf("k%d", ki), false
@@ -123,7 +136,8 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 
 // opOrder fixes the order weights are drawn in (map order is random).
 var opOrder = []string{wire.OpGetOrCompute, wire.OpFetch, wire.OpFetchWithFallback, wire.OpGetOrComputeMany,
-	wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, opUpdate}
+	wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, opUpdate,
+	wire.OpHTTPGet, wire.OpHTTPPost}
 
 // compute draws how the call's compute function behaves.
 func (t *Traffic) compute(rng *rand.Rand, ki int) wire.Compute {

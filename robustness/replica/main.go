@@ -48,6 +48,9 @@ func run() error {
 		return err
 	}
 	r := &replica{cfg: cfg, c: c, origin: newOrigin(cfg.Origin, cfg.Replica), out: json.NewEncoder(os.Stdout)}
+	if r.http, err = startHTTP(r, rdb, options(cfg.Options)); err != nil {
+		return err
+	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	var wg sync.WaitGroup
@@ -108,6 +111,7 @@ type replica struct {
 	cfg    wire.Config
 	c      *cache.Cache[wire.Value]
 	origin *origin
+	http   *httpPath
 	mu     sync.Mutex // guards out
 	out    *json.Encoder
 }
@@ -187,6 +191,9 @@ func (r *replica) do(req wire.Request) (resp wire.Response) {
 		err = r.c.ExpireTags(ctx, req.Tags...)
 	case wire.OpClear:
 		err = r.c.Clear(ctx)
+	case wire.OpHTTPGet, wire.OpHTTPPost:
+		resp, err = r.http.do(ctx, req)
+		resp.ID = req.ID
 	case wire.OpStats:
 		resp.Stats = stats(r.c.Stats())
 	default:

@@ -20,6 +20,10 @@ const (
 	OpExpireTags        = "expire-tags"
 	OpClear             = "clear"
 	OpStats             = "stats"
+	// OpHTTPGet and OpHTTPPost go through the middleware: a chi route
+	// cached by middleware.Cache on the replica's loopback HTTP server.
+	OpHTTPGet  = "http-get"
+	OpHTTPPost = "http-post"
 )
 
 // Config is a replica's configuration, passed as one JSON argument.

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/middleware"
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// httpPath is the middleware path: a chi router on loopback whose route
+// GET /v/{key} is cached by middleware.Cache in front of a handler that
+// computes like fn does (told how by request headers, which are not part
+// of the cache key), and whose POST /v/{key} invalidates the entry fleet-wide
+// (an unsafe method that succeeds, RFC 9111 §4.4).
+type httpPath struct {
+	base string
+	hc   *http.Client
+}
+
+func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*httpPath, error) {
+	opts.Namespace += "-http"
+	responses, err := middleware.NewCache(rdb, opts)
+	if err != nil {
+		return nil, err
+	}
+	router := chi.NewRouter()
+	router.With(middleware.Cache(responses)).Get("/v/{key}", r.serveCompute)
+	router.With(middleware.Cache(responses)).Post("/v/{key}", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: router, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &httpPath{base: "http://" + ln.Addr().String(), hc: &http.Client{}}, nil
+}
+
+// serveCompute is the route's handler: one compute, as the request's
+// X-Compute header (a wire.Compute in JSON) says.
+func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
+	var c wire.Compute
+	_ = json.Unmarshal([]byte(req.Header.Get("X-Compute")), &c)
+	id, _ := strconv.ParseInt(req.Header.Get("X-Request"), 10, 64)
+	c.Unchanged, c.NotFound, c.Tags, c.TTL = false, false, nil, 0 // fn-only features
+	v, err := r.compute(req.Context(), wire.Request{ID: id, Compute: c}, chi.URLParam(req, "key"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// do runs an http-get or http-post request through the middleware.
+func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response, err error) {
+	method := http.MethodGet
+	if req.Op == wire.OpHTTPPost {
+		method = http.MethodPost
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, p.base+"/v/"+req.Key, nil)
+	if err != nil {
+		return resp, err
+	}
+	// One host name for the whole fleet, as behind a load balancer: the
+	// host is part of the middleware's key.
+	hr.Host = "stampede.robustness"
+	c, _ := json.Marshal(req.Compute)
+	hr.Header.Set("X-Compute", string(c))
+	hr.Header.Set("X-Request", strconv.FormatInt(req.ID, 10))
+	res, err := p.hc.Do(hr)
+	if errors.Is(err, io.EOF) && ctx.Err() == nil {
+		// The request's own handler panicked: the middleware re-panics for
+		// net/http's recovery, which drops the connection.
+		return resp, &cache.PanicError{Value: "handler panicked: connection dropped"}
+	}
+	if err != nil {
+		return resp, err
+	}
+	defer res.Body.Close()
+	resp.Outcome = strings.ToLower(res.Header.Get("X-Cache"))
+	switch {
+	case res.StatusCode >= 500:
+		return resp, fmt.Errorf("%w: %s", errOrigin, res.Status)
+	case method == http.MethodPost && res.StatusCode == http.StatusNoContent:
+		return resp, nil
+	case res.StatusCode != http.StatusOK:
+		return resp, fmt.Errorf("http: unexpected %s", res.Status)
+	}
+	var v wire.Value
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		return resp, errors.Join(errors.New("http: body"), err, ctx.Err())
+	}
+	resp.Value = &v
+	return resp, nil
+}
