@@ -363,10 +363,12 @@ func (c *checker) invalidations() {
 			if c.sc.Mode == "local" && a.op.Replica != inv.Replica {
 				continue
 			}
-			// A call that began after the invalidation returned, or any
-			// call answered by a compute that ran through the whole
-			// invalidation (it must be computed again).
-			if a.op.Invoke <= inv.Return && !c.ranThrough(a, inv) {
+			// A call that began after the invalidation returned; or any
+			// call answered after it returned by a load (its own or one it
+			// joined) whose compute began before it: a load meets the
+			// fence when it answers, however long its compute or its fill
+			// took.
+			if a.op.Invoke <= inv.Return && !c.loadThrough(a, inv) {
 				continue
 			}
 			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) || isRouteKey(a.key) {
@@ -390,14 +392,19 @@ func (c *checker) invalidations() {
 	}
 }
 
-// ranThrough reports whether a's value is a compute that began before inv
-// and ended after inv returned.
-func (c *checker) ranThrough(a answer, inv *Op) bool {
+// loadThrough reports whether a was answered after inv returned by a
+// compute that began before inv: one that ran through the whole
+// invalidation, or a load (a miss or a shared call, the outcomes that say
+// so) still in its fill.
+func (c *checker) loadThrough(a answer, inv *Op) bool {
 	if a.v.Src != "compute" || a.op.Return <= inv.Return {
 		return false
 	}
 	cp := c.computes[a.v.ID]
-	return cp != nil && cp.Began < inv.Invoke && cp.Ended > inv.Return
+	if cp == nil || cp.Began >= inv.Invoke {
+		return false
+	}
+	return cp.Ended > inv.Return || a.outcome == "miss" || a.outcome == "shared"
 }
 
 // failedAfter reports whether a compute of a's key failed after t and

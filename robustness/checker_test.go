@@ -70,6 +70,20 @@ func TestCheckerInvalidation(t *testing.T) {
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
 			b.op("r0", wire.OpGetOrCompute, "k0", 40, 260, val("c1", "g0"))
 		}, "invalidation"},
+		{"a load in its fill answered after the invalidation returned", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			r := val("c1", "g0")
+			r.Outcome = "shared"
+			b.op("r0", wire.OpFetch, "k0", 15, 250, r)
+		}, "invalidation"},
+		{"a read in flight during the invalidation", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			r := val("c1", "g0")
+			r.Outcome = "hit"
+			b.op("r0", wire.OpFetch, "k0", 150, 250, r)
+		}, ""},
 		{"a value computed after the invalidation began", func(b *hb) {
 			b.compute("c1", "k0", "r0", 150, 160, "ok")
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))

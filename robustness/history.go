@@ -13,11 +13,15 @@ import (
 )
 
 // clock is the one clock of a run: every invoke, return, compute begin and
-// end, and nemesis event is read from it, in the suite's process, so that
-// they compare. Times are offsets from the run's start.
-type clock struct{ start time.Time }
+// end, and nemesis event is read from the machine's clock, which the suite
+// and the replicas share, so that they compare. Times are offsets from the
+// run's start.
+type clock struct{ start int64 } // Unix nanoseconds
 
-func (c clock) now() time.Duration { return time.Since(c.start) }
+func (c clock) now() time.Duration { return c.at(time.Now().UnixNano()) }
+
+// at is the run's time of a Unix-nanosecond reading.
+func (c clock) at(unixNano int64) time.Duration { return time.Duration(unixNano - c.start) }
 
 // Op is one operation of the history: what was asked of which replica, when,
 // and what it answered. An operation whose replica was killed before it

@@ -47,15 +47,15 @@ func Profile(name string) []Scenario {
 	local := Scenario{Name: "local", Mode: "local", Replicas: 2, Clients: 6, Duration: d, Traffic: traffic,
 		Options: wire.Options{Namespace: "lo", TTL: 300 * time.Millisecond, Stale: 200 * time.Millisecond,
 			StaleIfError: time.Second, WaitTimeout: 3 * time.Second, SoftTimeout: 0, L1Size: 0}}
-	// slow: a slow link between a replica and Redis, most of the time: a
-	// fill takes a round trip of up to 120 ms, the window in which callers
-	// of that replica join a load whose value an invalidation elsewhere may
-	// already have made old.
-	slow := Scenario{Name: "redis-slow-link", Mode: "redis", Replicas: 2, Clients: 6, Duration: d / 2, Traffic: traffic,
+	// slow: slow fills, from a slow link between a replica and Redis most
+	// of the time and a codec slow to encode large values (up to 128 ms):
+	// the window in which callers join a load whose value an invalidation
+	// elsewhere has made old since its last check.
+	slow := Scenario{Name: "redis-slow-fill", Mode: "redis", Replicas: 2, Clients: 6, Duration: d / 2, Traffic: traffic,
 		Options: wire.Options{Namespace: "rs", TTL: 200 * time.Millisecond, WaitTimeout: 3 * time.Second,
-			LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond},
+			LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond, SlowCodec: true},
 		Nemeses: []string{"latency"}, FaultFor: 2 * time.Second, Calm: 200 * time.Millisecond}
-	slow.Traffic.Keys, slow.Traffic.MaxSleep = 3, 50*time.Millisecond
+	slow.Traffic.Keys, slow.Traffic.MaxSleep = 2, 50*time.Millisecond
 	out := []Scenario{busy, faults, persist, local, slow}
 	if name == "long" {
 		cluster := faults

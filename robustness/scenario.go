@@ -53,7 +53,7 @@ type run struct {
 func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
 	// One clock for the run, from its start: the origin stamps computes
 	// on it, the clients invokes and returns, the nemesis its faults.
-	r := &run{sc: sc, seed: seed, clock: clock{start: time.Now()}}
+	r := &run{sc: sc, seed: seed, clock: clock{start: time.Now().UnixNano()}}
 	r.hist = &History{Scenario: sc.Name, Seed: seed}
 	if r.origin, err = newOrigin(r.clock, r.hist); err != nil {
 		return nil, err
@@ -151,6 +151,9 @@ func (r *run) client(rep *Replica, rng *rand.Rand, end time.Time) {
 		op := &Op{Replica: rep.Name, Req: req, Invoke: r.clock.now()}
 		resp, ok := rep.Do(req, req.Deadline+answerGrace)
 		op.Return, op.Resp, op.Unknown = r.clock.now(), resp, !ok
+		if ok && resp.Invoked != 0 { // the call's own interval, inside the one seen from here
+			op.Invoke, op.Return = r.clock.at(resp.Invoked), r.clock.at(resp.Returned)
+		}
 		r.hist.addOp(op)
 		if !ok {
 			// The replica died (or hangs): wait for its next incarnation.

@@ -104,6 +104,9 @@ func options(o wire.Options) cache.Options {
 	if o.BusyError {
 		opts.OnBusy = cache.BusyError
 	}
+	if o.SlowCodec {
+		opts.Codec = slowCodec{}
+	}
 	return opts
 }
 
@@ -127,6 +130,8 @@ func (r *replica) reply(resp wire.Response) {
 
 // do runs one request under its deadline.
 func (r *replica) do(req wire.Request) (resp wire.Response) {
+	invoked := time.Now().UnixNano()
+	defer func() { resp.Invoked, resp.Returned = invoked, time.Now().UnixNano() }()
 	resp.ID = req.ID
 	ctx, cancel := context.WithTimeout(context.Background(), req.Deadline)
 	defer cancel()

@@ -68,6 +68,8 @@ type Options struct {
 	DegradedTTL      time.Duration
 	InvalidationWait time.Duration
 	Beta             float64
+	// SlowCodec encodes large values slowly (see Compute.Pad).
+	SlowCodec bool
 }
 
 // Compute says how the compute function of one call behaves. The traffic
@@ -148,6 +150,11 @@ type Response struct {
 	ErrText string `json:",omitempty"`
 	// Stats is the cache's Stats, for OpStats.
 	Stats map[string]uint64 `json:",omitempty"`
+	// Invoked and Returned are when the replica called the library and when
+	// the call returned, in Unix nanoseconds of the machine's clock, which
+	// the suite and every replica share: a history's intervals are then the
+	// calls' own, without the pipes' delays.
+	Invoked, Returned int64
 }
 
 // The error kinds a replica reports, one per documented sentinel; "other"
