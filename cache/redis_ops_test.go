@@ -53,7 +53,11 @@ func TestSetWakesWaiters(t *testing.T) {
 	}
 	r := <-got
 	close(slow.release)
-	if r.Outcome != cache.Waited || r.Value != "set" {
+	// The waiter answers with the Set's value while the holder still
+	// computes. Woken by the Set's announcement it says Waited; on a busy
+	// machine its poll may read the value first and say Hit: either way
+	// the Set reached it, which is what this pins.
+	if (r.Outcome != cache.Waited && r.Outcome != cache.Hit) || r.Value != "set" {
 		t.Fatalf("%+v", r)
 	}
 }
