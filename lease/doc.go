@@ -43,7 +43,12 @@
 // Any other outcome releases the lease wherever it is still the attempt's
 // (token-checked) and fails: [*BusyError] when holders kept it, a
 // [*QuorumError] (errors.Is [ErrNoQuorum]) when too few servers answered,
-// [ErrLeaseLost] when the grant or the write-back came too late. Extend and
+// [ErrLeaseLost] when the grant or the write-back came too late. Every
+// attempt, retries included, has a random token of its own, and the
+// release of a failed attempt goes to the servers that did not refuse its
+// grant: where the grant is not (or not yet) there, it leaves a tombstone
+// {N}:a:<token> for a TTL, which a grant of that token arriving later finds
+// and takes nothing. Extend and
 // Release run token-checked on every server and succeed on a majority (an
 // extension, like the write-back, returns as soon as its outcome is known;
 // the calls still out finish on their own).
@@ -84,6 +89,15 @@
 //     so F_B > F_A (first case). Storage that keeps the highest fence it
 //     saw rejects A's late write: UPDATE … SET fence = $new WHERE fence <
 //     $new (examples/fencing shows it against PostgreSQL).
+//   - A message of an earlier attempt that the network delays (the
+//     attempt gave up, or succeeded and was released, before it arrived):
+//     it carries that attempt's token, which no later attempt or holder
+//     uses, so a late release or extension touches nothing of theirs, and a
+//     late write-back finds the token gone (or, where a late grant of it
+//     stands, only raises the floor). A late grant finds the attempt's
+//     tombstone if the release came first, and otherwise is deleted by it;
+//     a grant that stands for nobody can only make a server refuse others
+//     for a TTL, never give two holders.
 //   - Servers that crash (up to N − M): a grant and an extension need only
 //     M answers, and every majority still meets every earlier write-back
 //     set. A server that comes back without its data may have lost {N}:l

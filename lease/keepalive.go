@@ -17,6 +17,8 @@ type backend interface {
 	// drift is what the holder must subtract from a TTL that was set at a
 	// time it measured, for clocks that run at different rates.
 	drift(ttl time.Duration) time.Duration
+	// now is the holder's clock.
+	now() time.Time
 }
 
 var (
@@ -70,12 +72,12 @@ func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func
 // nil when told to quit or when ctx ends.
 func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Duration, limit int) error {
 	opts := l.b.options()
-	t := time.NewTimer(min(interval, max(l.remaining(time.Now()), time.Millisecond)))
+	t := time.NewTimer(min(interval, max(l.remaining(), time.Millisecond)))
 	defer t.Stop()
 	for n := 0; ; {
 		if n >= limit {
 			// No more extensions: the lease runs out at its TTL.
-			t.Reset(l.remaining(time.Now()))
+			t.Reset(l.remaining())
 			select {
 			case <-t.C:
 				return ErrExtensionsExhausted
@@ -104,11 +106,11 @@ func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Du
 			n++
 		case errors.Is(err, ErrLeaseLost):
 			return ErrLeaseLost
-		case l.remaining(time.Now()) <= 0:
+		case l.remaining() <= 0:
 			// Redis did not answer for a whole TTL: assume the lease is gone.
 			return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 		}
-		t.Reset(min(interval, max(l.remaining(time.Now()), time.Millisecond)))
+		t.Reset(min(interval, max(l.remaining(), time.Millisecond)))
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -119,7 +119,9 @@ func New(rdb redis.Scripter, opts Options) (*Client, error) {
 
 // Keys returns the Redis keys that hold the lease and the fencing counter for
 // name. Both carry the hash tag {name}, so they share one Cluster slot with
-// any other key that starts with "{name}".
+// any other key that starts with "{name}". A [Quorum] also leaves
+// "{name}:a:<token>" for a TTL where a release found no grant of that token
+// (see the package documentation).
 func Keys(name string) (leaseKey, fenceKey string) {
 	return "{" + name + "}:l", "{" + name + "}:f"
 }
@@ -150,10 +152,12 @@ type Lease struct {
 	fence    int64
 	ttl      time.Duration
 
-	// validUntil is when the lease runs out unless extended, by the
-	// holder's clock (Unix ns): the send time of the acquisition or of the
-	// last extension, plus the TTL, less the drift.
-	validUntil atomic.Int64
+	// mu guards until: when the lease's validity ends unless extended, by
+	// the holder's clock (monotonic where the clock gives it): the send
+	// time of the acquisition or of the last extension, plus the TTL, less
+	// the drift allowance.
+	mu    sync.Mutex
+	until time.Time
 }
 
 // newLease returns a held lease whose validity counts from sent.
@@ -165,13 +169,26 @@ func newLease(b backend, name, token string, fence int64, ttl time.Duration, sen
 }
 
 func (l *Lease) setValidFrom(sent time.Time, ttl time.Duration) {
-	l.validUntil.Store(sent.Add(ttl - l.b.drift(ttl)).UnixNano())
+	l.mu.Lock()
+	l.until = sent.Add(ttl - l.b.drift(ttl))
+	l.mu.Unlock()
 }
 
-// remaining returns how much of the lease's validity is left at now.
-func (l *Lease) remaining(now time.Time) time.Duration {
-	return time.Duration(l.validUntil.Load() - now.UnixNano())
+// Until returns when the lease's validity ends, by the holder's clock: the
+// time the acquisition or the last successful extension was sent, plus its
+// TTL, less the clock drift allowance. Redis keeps the lease at least until
+// then (it started the TTL on receiving the request), unless its clock runs
+// faster than the allowance covers; after it, another holder may have the
+// lease. [Lease.KeepAlive] and [Client.Using] cancel the work at this time.
+func (l *Lease) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
 }
+
+// remaining returns how much of the lease's validity is left by the
+// holder's clock.
+func (l *Lease) remaining() time.Duration { return l.Until().Sub(l.b.now()) }
 
 // Name returns the lease's name.
 func (l *Lease) Name() string { return l.name }
@@ -234,13 +251,15 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if err := validTTL(ttl); err != nil {
 		return nil, err
 	}
-	token, err := newToken()
-	if err != nil {
-		return nil, err
-	}
 	key, fenceKey := Keys(name)
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
+		// A token per attempt, as a Quorum's: nothing of an earlier
+		// attempt can be taken for this one's.
+		token, err := newToken()
+		if err != nil {
+			return nil, err
+		}
 		sent := time.Now()
 		fence, remaining, err := c.try(ctx, key, fenceKey, token, ttl)
 		if err != nil {
@@ -311,7 +330,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	opts := l.b.options()
 	switch {
 	case err == nil:
-		opts.observe(ctx, Event{Kind: EventReleased, Name: l.name, Fence: l.fence, Remaining: l.remaining(time.Now())})
+		opts.observe(ctx, Event{Kind: EventReleased, Name: l.name, Fence: l.fence, Remaining: l.remaining()})
 	case errors.Is(err, ErrLeaseLost):
 		opts.observe(ctx, Event{Kind: EventReleaseRejected, Name: l.name, Fence: l.fence})
 	}
@@ -324,7 +343,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := validTTL(ttl); err != nil {
 		return err
 	}
-	sent := time.Now()
+	sent := l.b.now()
 	if err := l.b.extend(ctx, l, ttl); err != nil {
 		return err
 	}
@@ -358,6 +377,8 @@ func (c *Client) options() *Options { return &c.opts }
 
 // drift is 0: one server's TTL is the lease's validity.
 func (c *Client) drift(time.Duration) time.Duration { return 0 }
+
+func (c *Client) now() time.Time { return time.Now() }
 
 // String describes the lease for logs without revealing its token.
 func (l *Lease) String() string {

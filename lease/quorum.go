@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,15 @@ var (
 	//go:embed quorum_fence.lua
 	quorumFenceSrc    string
 	quorumFenceScript = redis.NewScript(quorumFenceSrc)
+
+	//go:embed quorum_abandon.lua
+	quorumAbandonSrc    string
+	quorumAbandonScript = redis.NewScript(quorumAbandonSrc)
 )
+
+// tombstoneKey is where a quorum's release leaves a tombstone for token:
+// a grant of that token that arrives later finds it and takes nothing.
+func tombstoneKey(name, token string) string { return "{" + name + "}:a:" + token }
 
 // QuorumOptions configures a [Quorum]. The zero value is valid: the
 // defaults of [Options], a drift factor of 0.01, and a tenth of the TTL (at
@@ -65,10 +74,11 @@ type Quorum struct {
 	servers []redis.Scripter
 	opts    QuorumOptions
 
-	// now and betweenRounds are seams for tests: the holder's clock, and
-	// a hook run between the grant and the fence write-back.
-	now           func() time.Time
-	betweenRounds func(ctx context.Context)
+	// clock and afterGrant are seams for tests: the holder's clock, and a
+	// hook run after an attempt's grant round, before its fence write-back
+	// (granted) or its release (not granted).
+	clock      func() time.Time
+	afterGrant func(ctx context.Context, granted bool)
 }
 
 // NewQuorum returns a Quorum over servers, one client per independent
@@ -87,13 +97,15 @@ func NewQuorum(servers []redis.Scripter, opts QuorumOptions) (*Quorum, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Quorum{servers: append([]redis.Scripter(nil), servers...), opts: opts, now: time.Now}, nil
+	return &Quorum{servers: append([]redis.Scripter(nil), servers...), opts: opts, clock: time.Now}, nil
 }
 
 // Majority returns how many servers must grant a lease.
 func (q *Quorum) Majority() int { return len(q.servers)/2 + 1 }
 
 func (q *Quorum) options() *Options { return &q.opts.Options }
+
+func (q *Quorum) now() time.Time { return q.clock() }
 
 func (q *Quorum) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*q.opts.DriftFactor) + 2*time.Millisecond
@@ -138,7 +150,7 @@ func (e *QuorumError) Unwrap() []error { return e.Errs }
 type tally struct {
 	yes  []int   // indexes of the servers that answered yes
 	vals []int64 // the second value of each yes (the fence floor), same order
-	no   int     // servers that answered no (busy, or not ours)
+	no   []int   // indexes of the servers that answered no (busy, or not ours)
 	left int64   // the largest remaining TTL among the no answers, ms
 	errs []error
 }
@@ -212,7 +224,7 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		select {
 		case r = <-replies:
 		case <-rctx.Done():
-			silent := len(idx) - len(t.yes) - t.no - len(t.errs)
+			silent := len(idx) - len(t.yes) - len(t.no) - len(t.errs)
 			err := fmt.Errorf("lease: %s: %d server(s) did not answer: %w", name, silent, context.Cause(rctx))
 			for range silent {
 				q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
@@ -230,7 +242,7 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 			t.yes = append(t.yes, r.i)
 			t.vals = append(t.vals, r.res[1])
 		default:
-			t.no++
+			t.no = append(t.no, r.i)
 			t.left = max(t.left, r.res[1])
 		}
 	}
@@ -250,7 +262,7 @@ func yesNo(script *redis.Script, keys []string, args ...any) func(context.Contex
 // is known: a majority said yes, or so many said no
 // that no majority can.
 func (q *Quorum) decided(t tally) bool {
-	return len(t.yes) >= q.Majority() || t.no > len(q.servers)-q.Majority()
+	return len(t.yes) >= q.Majority() || len(t.no) > len(q.servers)-q.Majority()
 }
 
 func (t tally) quorumError(op string, needed, of int) error {
@@ -262,6 +274,9 @@ func (t tally) quorumError(op string, needed, of int) error {
 // holders keep it, it returns a [*BusyError] (errors.Is ErrLeaseBusy); when
 // a majority cannot be reached, a [*QuorumError] (errors.Is ErrNoQuorum).
 // In both cases nothing is held: what a failed attempt took is released.
+// Every attempt has a token of its own, so that a message of an earlier
+// attempt that the network delays (its grant, its release) can only touch
+// that attempt's grant, never a later one's.
 func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	if err := validName(name); err != nil {
 		return nil, err
@@ -272,12 +287,12 @@ func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if q.drift(ttl) >= ttl {
 		return nil, fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
 	}
-	token, err := newToken()
-	if err != nil {
-		return nil, err
-	}
 	start := q.now()
 	for attempt := 0; ; attempt++ {
+		token, err := newToken()
+		if err != nil {
+			return nil, err
+		}
 		l, err := q.try(ctx, name, token, ttl)
 		if err == nil {
 			q.opts.observe(ctx, Event{Kind: EventAcquired, Name: name, Duration: q.now().Sub(start), Fence: l.fence})
@@ -302,7 +317,7 @@ func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 // within the validity time.
 func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration) (*Lease, error) {
 	key, fenceKey := Keys(name)
-	keys := []string{key, fenceKey}
+	keys := []string{key, fenceKey, tombstoneKey(name, token)}
 	n, need := len(q.servers), q.Majority()
 	sent := q.now()
 	valid := func() bool { return q.now().Sub(sent) < ttl-q.drift(ttl) }
@@ -310,30 +325,31 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 	grant := q.round(ctx, name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
 		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds()).Int64Slice()
 	})
-	if len(grant.yes) < need || !valid() {
-		q.releaseAll(ctx, name, key, token, ttl)
+	granted := len(grant.yes) >= need && valid()
+	if q.afterGrant != nil {
+		q.afterGrant(ctx, granted)
+	}
+	if !granted {
+		q.abandon(ctx, name, token, ttl, grant)
 		switch {
 		case len(grant.yes) >= need:
 			return nil, fmt.Errorf("%w: %s: granted by %d of %d servers after its validity (TTL %s less drift %s) had passed", ErrLeaseLost, name, len(grant.yes), n, ttl, q.drift(ttl))
-		case grant.no == 0 || len(grant.yes)+grant.no < need:
+		case len(grant.no) == 0 || len(grant.yes)+len(grant.no) < need:
 			// The failures alone kept the majority out of reach.
 			return nil, grant.quorumError("acquire", need, n)
 		}
 		return nil, &BusyError{Remaining: time.Duration(grant.left) * time.Millisecond}
-	}
-	if q.betweenRounds != nil {
-		q.betweenRounds(ctx)
 	}
 	fence := int64(0)
 	for _, f := range grant.vals {
 		fence = max(fence, f)
 	}
 	fence++
-	written := q.round(ctx, name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys, token, fence, q.opts.FenceTTL.Milliseconds()))
+	written := q.round(ctx, name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys[:2], token, fence, q.opts.FenceTTL.Milliseconds()))
 	if len(written.yes) < need || !valid() {
 		// A pause between the rounds let the lease run out on too many
 		// servers: this fence must not be used.
-		q.releaseAll(ctx, name, key, token, ttl)
+		q.abandon(ctx, name, token, ttl, grant)
 		if len(written.errs) == 0 {
 			return nil, fmt.Errorf("%w: %s: the fence reached %d of %d servers within the validity time, %d needed", ErrLeaseLost, name, len(written.yes), n, need)
 		}
@@ -342,13 +358,26 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 	return newLease(q, name, token, fence, ttl, sent), nil
 }
 
-// releaseAll deletes the lease wherever it is still token's, for an attempt
-// that failed, under a context of its own so that a cancelled caller does
-// not leave a minority holding it.
-func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl time.Duration) {
+// abandon releases a failed attempt's grants, under a context of its own so
+// that a cancelled caller does not leave a minority holding them. It goes
+// to every server that did not refuse the grant: where the grant was
+// taken, it is deleted; where the grant is still on its way (the server did
+// not answer), a tombstone refuses it when it comes. A server that refused
+// the grant holds nothing of the attempt's and is left alone.
+func (q *Quorum) abandon(ctx context.Context, name, token string, ttl time.Duration, grant tally) {
+	idx := make([]int, 0, len(q.servers))
+	for i := range q.servers {
+		if !slices.Contains(grant.no, i) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
 	defer cancel()
-	q.round(rctx, name, nil, ttl, nil, yesNo(releaseScript, []string{key}, token))
+	key, _ := Keys(name)
+	q.round(rctx, name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
 }
 
 // release deletes the lease on every server where it is ours. It is
@@ -356,8 +385,9 @@ func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl ti
 // the lease had been lost ([ErrLeaseLost]).
 func (q *Quorum) release(ctx context.Context, l *Lease) error {
 	// Every server's answer is awaited: a release leaves no copy behind
-	// that it could still delete.
-	t := q.round(ctx, l.name, nil, l.ttl, nil, yesNo(releaseScript, []string{l.key}, l.token))
+	// that it could still delete. Where the lease is not ours, a tombstone
+	// refuses a grant of ours that the network still holds.
+	t := q.round(ctx, l.name, nil, l.ttl, nil, yesNo(quorumAbandonScript, []string{l.key, tombstoneKey(l.name, l.token)}, l.token, l.ttl.Milliseconds()))
 	return q.verdict(t, "release", l)
 }
 
@@ -386,7 +416,7 @@ func (q *Quorum) verdict(t tally, op string, l *Lease) error {
 	switch {
 	case len(t.yes) >= need:
 		return nil
-	case t.no > n-need:
+	case len(t.no) > n-need:
 		return ErrLeaseLost
 	default:
 		return fmt.Errorf("lease: %s %s: %w", op, l.key, t.quorumError(op, need, n))
