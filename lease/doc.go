@@ -21,6 +21,22 @@
 // rises with every acquisition; storage that records the highest fence it
 // has seen can reject writes from a holder that was paused past its TTL.
 //
+// # The validity deadline and the work
+//
+// The holder counts a lease's validity on its own clock from when it sent
+// the acquisition or the last successful extension: TTL less the drift
+// allowance, TTL × 1% + 2 ms for a [Client], TTL × DriftFactor + 2 ms for
+// a [Quorum] ([Lease.Until]). Redis started the TTL when the request
+// arrived, so the lease lasts there at least as long unless the server's
+// clock runs faster than the allowance covers. [Lease.KeepAlive], Using and
+// an [Election]'s term cancel the work's context at that deadline, not
+// when an extension that is still out gives up; a late extension does not
+// revive it. The work must stop within the allowance after its context is
+// cancelled, and a holder that may be paused (a GC pause, a stopped VM)
+// while it writes cannot rely on any deadline: that is what the fence is
+// for. Mutual exclusion of the work therefore holds against holders that
+// stop in time; writes are safe only where the resource checks the fence.
+//
 // # A quorum of independent masters (Redlock)
 //
 // A [Quorum] is built from N clients, one per Redis master that shares
@@ -54,7 +70,7 @@
 // the calls still out finish on their own).
 // Extend reports [ErrLeaseLost] once more than N − M servers said "not
 // ours", and a [*QuorumError] while too few answer (KeepAlive keeps trying
-// until the validity is over, then cancels the work with [ErrLeaseLost]).
+// until the validity deadline, then cancels the work with [ErrLeaseLost]).
 //
 // # Why the fences are ordered, case by case
 //
@@ -114,7 +130,8 @@
 //   - Clock drift: the holder counts the validity on its own clock from
 //     before its first request, and allows TTL × DriftFactor + 2 ms for
 //     servers whose clocks run faster; a lease never outlives its validity
-//     by the holder's clock. The fences do not depend on any clock.
+//     by the holder's clock, and the work's context ends at the validity
+//     deadline. The fences do not depend on any clock.
 //   - Fence keys expire FenceTTL after their last write-back (default 24 h,
 //     longer than any pause). After that the floor is the server's clock in
 //     µs, still above any fence built on an earlier clock reading unless

@@ -48,8 +48,8 @@ type Options struct {
 	// Default: a third of the lease TTL.
 	ExtendInterval time.Duration
 	// MaxExtensions bounds the extensions of one KeepAlive or Using; after the
-	// last one the lease runs out at its TTL and the work's context is
-	// cancelled with [ErrExtensionsExhausted]. Default: 100.
+	// last one the work's context is cancelled at the lease's validity
+	// deadline with [ErrExtensionsExhausted]. Default: 100.
 	MaxExtensions int
 	// FenceTTL is how long the fencing counter outlives its last acquisition.
 	// It must outlast any pause of a holder. Default: 24h.
@@ -234,6 +234,29 @@ func validTTL(ttl time.Duration) error {
 	return nil
 }
 
+// defaultDriftFactor is the share of the TTL allowed for clock drift: a
+// Client's, and a Quorum's by default.
+const defaultDriftFactor = 0.01
+
+// driftAllowance is TTL × factor + 2ms: what the holder subtracts from a
+// TTL it measured from the send time, for clocks that run at different
+// rates and for Redis' millisecond expiry.
+func driftAllowance(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
+}
+
+// validTTLFor checks ttl, and that something is left of it after b's drift
+// allowance.
+func validTTLFor(b backend, ttl time.Duration) error {
+	if err := validTTL(ttl); err != nil {
+		return err
+	}
+	if d := b.drift(ttl); d >= ttl {
+		return fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, d)
+	}
+	return nil
+}
+
 func newToken() (string, error) {
 	var b [16]byte
 	if _, err := crand.Read(b[:]); err != nil {
@@ -248,7 +271,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if err := validName(name); err != nil {
 		return nil, err
 	}
-	if err := validTTL(ttl); err != nil {
+	if err := validTTLFor(c, ttl); err != nil {
 		return nil, err
 	}
 	key, fenceKey := Keys(name)
@@ -340,7 +363,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // Extend resets the lease's TTL to ttl. It returns [ErrLeaseLost], and
 // changes nothing, when the lease is no longer ours.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := validTTL(ttl); err != nil {
+	if err := validTTLFor(l.b, ttl); err != nil {
 		return err
 	}
 	sent := l.b.now()
@@ -375,8 +398,12 @@ func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l
 
 func (c *Client) options() *Options { return &c.opts }
 
-// drift is 0: one server's TTL is the lease's validity.
-func (c *Client) drift(time.Duration) time.Duration { return 0 }
+// drift allows for a Redis server whose clock runs faster than the
+// holder's, and for its expiry's millisecond granularity: 1% of the TTL
+// plus 2ms, as a Quorum's default.
+func (c *Client) drift(ttl time.Duration) time.Duration {
+	return driftAllowance(ttl, defaultDriftFactor)
+}
 
 func (c *Client) now() time.Time { return time.Now() }
 
@@ -393,7 +420,7 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 	leases = make([]*Lease, len(names))
 	remaining = make([]time.Duration, len(names))
 	errs = make([]error, len(names))
-	if err := validTTL(ttl); err != nil {
+	if err := validTTLFor(c, ttl); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}

@@ -50,7 +50,7 @@ type QuorumOptions struct {
 func (o *QuorumOptions) setDefaults() {
 	o.Options.setDefaults()
 	if o.DriftFactor == 0 {
-		o.DriftFactor = 0.01
+		o.DriftFactor = defaultDriftFactor
 	}
 }
 
@@ -108,7 +108,7 @@ func (q *Quorum) options() *Options { return &q.opts.Options }
 func (q *Quorum) now() time.Time { return q.clock() }
 
 func (q *Quorum) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*q.opts.DriftFactor) + 2*time.Millisecond
+	return driftAllowance(ttl, q.opts.DriftFactor)
 }
 
 func (q *Quorum) serverTimeout(ttl time.Duration) time.Duration {
@@ -281,11 +281,8 @@ func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if err := validName(name); err != nil {
 		return nil, err
 	}
-	if err := validTTL(ttl); err != nil {
+	if err := validTTLFor(q, ttl); err != nil {
 		return nil, err
-	}
-	if q.drift(ttl) >= ttl {
-		return nil, fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
 	}
 	start := q.now()
 	for attempt := 0; ; attempt++ {
@@ -394,9 +391,6 @@ func (q *Quorum) release(ctx context.Context, l *Lease) error {
 // extend resets the lease's TTL on every server where it is ours; it holds
 // when a majority took it within the new validity time.
 func (q *Quorum) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
-	if q.drift(ttl) >= ttl {
-		return fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
-	}
 	sent := q.now()
 	t := q.round(ctx, l.name, nil, ttl, q.decided, yesNo(extendScript, []string{l.key}, l.token, ttl.Milliseconds()))
 	if err := q.verdict(t, "extend", l); err != nil {
