@@ -27,3 +27,9 @@ func SetAfterFailedGrant(q *Quorum, hook func(ctx context.Context)) {
 		}
 	}
 }
+
+// SetElectionClock makes e's RunEvery read the time from now and wait with
+// after.
+func SetElectionClock(e *Election, now func() time.Time, after func(time.Duration) <-chan time.Time) {
+	e.now, e.after = now, after
+}

@@ -155,9 +155,11 @@ type Lease struct {
 	// mu guards until: when the lease's validity ends unless extended, by
 	// the holder's clock (monotonic where the clock gives it): the send
 	// time of the acquisition or of the last extension, plus the TTL, less
-	// the drift allowance.
+	// the drift allowance; and moved, closed (and replaced) when until
+	// moves.
 	mu    sync.Mutex
 	until time.Time
+	moved chan struct{}
 }
 
 // newLease returns a held lease whose validity counts from sent.
@@ -170,8 +172,20 @@ func newLease(b backend, name, token string, fence int64, ttl time.Duration, sen
 
 func (l *Lease) setValidFrom(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.until = sent.Add(ttl - l.b.drift(ttl))
-	l.mu.Unlock()
+	if l.moved != nil {
+		close(l.moved)
+	}
+	l.moved = make(chan struct{})
+}
+
+// untilMoved returns a channel that is closed when the validity deadline
+// next moves (an extension succeeded).
+func (l *Lease) untilMoved() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.moved
 }
 
 // Until returns when the lease's validity ends, by the holder's clock: the
