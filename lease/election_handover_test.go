@@ -138,7 +138,7 @@ func TestElectionHandOverNeverOverlaps(t *testing.T) {
 				t.Fatal("the cut-off leader kept running the job")
 			}
 			close(stopSampling)
-			<-sampled
+			recv(t, sampled, "the sampler's end")
 			f.cut(old, false)
 			for _, c := range cancels {
 				c()

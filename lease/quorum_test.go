@@ -322,7 +322,7 @@ func TestQuorumKillThreeOfFiveMidHoldCancelsWork(t *testing.T) {
 		kill(1)
 		kill(2)
 		kill(4)
-		<-ctx.Done()
+		waitCtx(t, ctx, "fn's context")
 		cause = context.Cause(ctx)
 		return nil
 	})

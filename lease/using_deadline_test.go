@@ -13,22 +13,6 @@ import (
 	"github.com/stampede-go/stampede/lease"
 )
 
-// bound is how long a test waits for something that must happen before it
-// fails: a bound on a failure, never a synchronisation.
-const bound = 10 * time.Second
-
-// recv receives from ch, failing the test when nothing comes within bound.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(bound):
-		t.Fatalf("%s: nothing within %s", what, bound)
-		panic("unreachable")
-	}
-}
-
 // pair is two replicas' lockers over the same servers: A reaches them
 // through fault proxies (cut holds A off from all of them), B directly and
 // retrying until the lease is free.
@@ -94,7 +78,7 @@ func TestUsingCancelsWorkAtTheValidityDeadline(t *testing.T) {
 			go func() {
 				err := using(context.Background(), p.a, name, ttl, func(ctx context.Context, l *lease.Lease) error {
 					started <- l
-					<-ctx.Done()
+					waitCtx(t, ctx, "A's context")
 					aEnd = time.Now()
 					cause = context.Cause(ctx)
 					fnReturned = time.Now()
@@ -160,7 +144,7 @@ func TestUsingWhenRedisDies(t *testing.T) {
 	err := c.Using(context.Background(), redistest.Prefix(t), ttl, func(ctx context.Context, l *lease.Lease) error {
 		recv(t, first, "the first extension")
 		kill(0)
-		<-ctx.Done()
+		waitCtx(t, ctx, "fn's context")
 		cancelled = time.Now()
 		cause = context.Cause(ctx)
 		fnReturned = time.Now()
