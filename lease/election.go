@@ -31,8 +31,9 @@ type ElectionOptions struct {
 	// up to half of it. Default: TTL/3.
 	RetryInterval time.Duration
 	// OnChange, when set, is called when this replica becomes leader (true)
-	// and when it stops leading (false), with the term's fence. It must be
-	// fast. Default: nil.
+	// and when it stops leading (false), with the term's fence: the latter
+	// once the term's context is cancelled, which may be a moment after
+	// Leading turned false. It must be fast. Default: nil.
 	OnChange func(leading bool, fence int64)
 	// OnError, when set, receives the errors that do not stop a campaign or
 	// [Election.RunEvery]: Redis failures while campaigning and the
