@@ -12,7 +12,8 @@ var (
 	ErrLeaseLost = errors.New("lease: lost (expired or taken by another owner)")
 	// ErrInvalidName means the lease name is empty or too long.
 	ErrInvalidName = errors.New("lease: invalid name")
-	// ErrInvalidTTL means a TTL is zero, negative or below a millisecond.
+	// ErrInvalidTTL means a TTL is below a millisecond, or leaves no
+	// validity after the clock drift allowance (see [Lease.Until]).
 	ErrInvalidTTL = errors.New("lease: TTL must be at least 1ms")
 	// ErrInvalidOptions means [Options] failed validation in [New].
 	ErrInvalidOptions = errors.New("lease: invalid options")

@@ -303,6 +303,7 @@ func TestBadInput(t *testing.T) {
 		{"zero ttl", func() error { _, err := c.Acquire(ctx, "k", 0); return err }, lease.ErrInvalidTTL},
 		{"negative ttl", func() error { _, err := c.Acquire(ctx, "k", -time.Second); return err }, lease.ErrInvalidTTL},
 		{"sub-ms ttl", func() error { _, err := c.Acquire(ctx, "k", time.Microsecond); return err }, lease.ErrInvalidTTL},
+		{"ttl within the drift allowance", func() error { _, err := c.Acquire(ctx, "k", 2*time.Millisecond); return err }, lease.ErrInvalidTTL},
 		{"nil fn", func() error { return c.Using(ctx, "k", time.Second, nil) }, lease.ErrInvalidOptions},
 		{"nil client", func() error { _, err := lease.New(nil, lease.Options{}); return err }, lease.ErrInvalidOptions},
 		{"negative retries", func() error { _, err := lease.New(rdb, lease.Options{Retries: -1}); return err }, lease.ErrInvalidOptions},
