@@ -94,6 +94,18 @@ func (p *Proc) Stop(grace time.Duration) {
 	<-p.done
 }
 
+// Signal sends sig to the process (SIGSTOP and SIGCONT pause and resume
+// it, as a long GC pause or a stalled VM would).
+func (p *Proc) Signal(sig os.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("childproc: signal %s: %w", sig, err)
+	}
+	return nil
+}
+
+// Exited is closed when the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.done }
+
 // Logs returns what the process printed so far.
 func (p *Proc) Logs() string { return strings.TrimSpace(p.logs.String()) }
 

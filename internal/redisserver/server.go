@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/stampede-go/stampede/internal/childproc"
@@ -162,6 +163,23 @@ func (s *Server) Stop() error {
 		proc.Stop(0)
 	}
 	return nil
+}
+
+// Pause stops the server's process with SIGSTOP: connections stay open and
+// nothing is answered until [Server.Resume], as in a long stall.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a server paused by [Server.Pause].
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	proc := s.proc
+	s.mu.Unlock()
+	if proc == nil {
+		return fmt.Errorf("redisserver: %s is stopped", s.Addr())
+	}
+	return proc.Signal(sig)
 }
 
 // Running reports whether the server process runs (it was not stopped).

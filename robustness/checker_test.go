@@ -1,0 +1,209 @@
+package robustness
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// The checker is tested on small hand-written histories: each property must
+// report the history that breaks it and stay silent on its legal twin, so
+// that a silent suite means the library held, not that the checker slept.
+
+func at(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+type hb struct {
+	h  *History
+	id int64
+}
+
+func newHB() *hb { return &hb{h: &History{End: at(10_000)}} }
+
+func (b *hb) op(replica, op, key string, inv, ret int, resp wire.Response, mod ...func(*wire.Request)) *Op {
+	b.id++
+	req := wire.Request{ID: b.id, Op: op, Key: key, Deadline: time.Second}
+	for _, m := range mod {
+		m(&req)
+	}
+	o := &Op{Replica: replica, Req: req, Invoke: at(inv), Return: at(ret), Resp: resp}
+	b.h.Ops = append(b.h.Ops, o)
+	return o
+}
+
+func (b *hb) compute(id, key, replica string, began, ended int, how string) {
+	b.h.Computes = append(b.h.Computes, &Compute{ID: id, Key: key, Replica: replica, Began: at(began), Ended: at(ended), How: how})
+}
+
+func tags(t ...string) func(*wire.Request) { return func(r *wire.Request) { r.Tags = t } }
+
+func val(id string, tags ...string) wire.Response {
+	return wire.Response{Value: &wire.Value{Src: "compute", ID: id, Tags: tags}}
+}
+
+func properties(vs []Violation) string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Property)
+	}
+	return strings.Join(out, ",")
+}
+
+var testScenario = Scenario{Mode: "redis", Options: wire.Options{WaitTimeout: 5 * time.Second, LeaseTTL: time.Second},
+	Traffic: Traffic{MaxSleep: 100 * time.Millisecond}}
+
+func TestCheckerInvalidation(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		build     func(b *hb)
+		violation string
+	}{
+		{"a call after InvalidateTags answered an older value", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			b.op("r2", wire.OpGetOrCompute, "k0", 300, 310, val("c1", "g0"))
+		}, "invalidation"},
+		{"a compute that ran through the whole invalidation answered", func(b *hb) {
+			b.compute("c1", "k0", "r0", 50, 250, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			b.op("r0", wire.OpGetOrCompute, "k0", 40, 260, val("c1", "g0"))
+		}, "invalidation"},
+		{"a value computed after the invalidation began", func(b *hb) {
+			b.compute("c1", "k0", "r0", 150, 160, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			b.op("r2", wire.OpGetOrCompute, "k0", 300, 310, val("c1", "g0"))
+		}, ""},
+		{"another tag", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g1"))
+			b.op("r2", wire.OpGetOrCompute, "k0", 300, 310, val("c1", "g0"))
+		}, ""},
+		{"Clear covers every tag", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpClear, "", 100, 200, wire.Response{})
+			b.op("r2", wire.OpGetOrCompute, "k0", 300, 310, val("c1", "g0"))
+		}, "invalidation"},
+		{"revalidated after the invalidation", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			b.h.Computes = append(b.h.Computes, &Compute{ID: "c2", Key: "k0", Replica: "r2", Began: at(250), Ended: at(260), How: "unchanged", Revalidated: "c1"})
+			b.op("r2", wire.OpGetOrCompute, "k0", 240, 270, val("c1", "g0"))
+		}, ""},
+		{"ExpireTags: stale for a compute that failed after it", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpExpireTags, "", 100, 200, wire.Response{}, tags("g0"))
+			b.compute("c2", "k0", "r2", 300, 305, "failed")
+			b.op("r2", wire.OpGetOrCompute, "k0", 300, 310, val("c1", "g0"))
+		}, ""},
+		{"ExpireTags: served without a failure", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpExpireTags, "", 100, 200, wire.Response{}, tags("g0"))
+			b.op("r2", wire.OpGet, "k0", 300, 310, val("c1", "g0"))
+		}, "invalidation"},
+		{"degraded on the replica that computed it", func(b *hb) {
+			b.compute("c1", "k0", "r2", 10, 20, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			r := val("c1", "g0")
+			r.Outcome = "degraded"
+			b.op("r2", wire.OpFetch, "k0", 300, 310, r)
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			tc.build(b)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
+
+func TestCheckerWritesErrorsDeadlinesAndComputes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		build     func(b *hb)
+		violation string
+	}{
+		{"same replica after Delete", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpDelete, "k0", 100, 110, wire.Response{})
+			b.op("r0", wire.OpGetOrCompute, "k0", 120, 130, val("c1"))
+		}, "write"},
+		{"other replica inside the cross-replica window", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpDelete, "k0", 100, 110, wire.Response{})
+			b.op("r1", wire.OpGetOrCompute, "k0", 120, 130, val("c1"))
+		}, ""},
+		{"undocumented error", func(b *hb) {
+			b.op("r0", wire.OpGetOrCompute, "k0", 100, 110, wire.Response{Err: wire.ErrOther})
+		}, "documented errors"},
+		{"ErrInvalidated without invalidations", func(b *hb) {
+			b.op("r0", wire.OpGetOrCompute, "k0", 100, 110, wire.Response{Err: wire.ErrInvalidated})
+		}, "documented errors"},
+		{"past the deadline", func(b *hb) {
+			b.op("r0", wire.OpGetOrCompute, "k0", 100, 3000, val("c1"))
+			b.compute("c1", "k0", "r0", 110, 120, "ok")
+		}, "deadline"},
+		{"two computes of a key at once", func(b *hb) {
+			b.op("r0", wire.OpGetOrCompute, "k0", 100, 300, val("c1"))
+			b.op("r1", wire.OpGetOrCompute, "k0", 100, 300, val("c2"))
+			b.compute("c1", "k0", "r0", 110, 200, "ok")
+			b.compute("c2", "k0", "r1", 150, 250, "ok")
+		}, "one compute"},
+		{"two computes at once around a Set", func(b *hb) {
+			b.op("r0", wire.OpGetOrCompute, "k0", 100, 300, val("c1"))
+			b.op("r2", wire.OpSet, "k0", 120, 130, wire.Response{})
+			b.op("r1", wire.OpGetOrCompute, "k0", 140, 300, val("c2"))
+			b.compute("c1", "k0", "r0", 110, 200, "ok")
+			b.compute("c2", "k0", "r1", 150, 250, "ok")
+		}, ""},
+		{"a stored value went back", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.compute("c2", "k0", "r0", 30, 40, "ok")
+			r2, r1 := val("c2"), val("c1")
+			r2.Outcome, r1.Outcome = "hit", "hit"
+			b.op("r1", wire.OpFetch, "k0", 100, 110, r2)
+			b.op("r1", wire.OpFetch, "k0", 120, 130, r1)
+		}, "monotonic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			tc.build(b)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
+
+func TestCheckerRegisters(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		build     func(b *hb)
+		violation string
+	}{
+		{"a read after a write returned saw the old value", func(b *hb) {
+			s := b.op("r0", wire.OpSet, "r0", 100, 110, wire.Response{})
+			b.op("r0", wire.OpDelete, "r0", 120, 130, wire.Response{})
+			b.op("r1", wire.OpGet, "r0", 140, 150, wire.Response{Value: &wire.Value{Src: "set", ID: "s" + itoa(s.Req.ID)}, Found: true})
+		}, "linearizable register"},
+		{"a read joined one in flight before the write", func(b *hb) {
+			s := b.op("r0", wire.OpSet, "r0", 100, 110, wire.Response{})
+			b.op("r1", wire.OpGet, "r0", 115, 160, wire.Response{Value: &wire.Value{Src: "set", ID: "s" + itoa(s.Req.ID)}, Found: true})
+			b.op("r0", wire.OpDelete, "r0", 120, 130, wire.Response{})
+			b.op("r1", wire.OpGet, "r0", 140, 160, wire.Response{Value: &wire.Value{Src: "set", ID: "s" + itoa(s.Req.ID)}, Found: true})
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			tc.build(b)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

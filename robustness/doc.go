@@ -1,0 +1,37 @@
+// Package robustness checks the cache's documented guarantees the way etcd's
+// tests/robustness and Jepsen check theirs: random traffic through every
+// public path, several replicas as separate processes, injected faults, and
+// the recorded history checked against a model of what the README promises.
+//
+// The pipeline, one file a stage:
+//
+//   - replica/ is the replica program: its own go-redis client and
+//     cache.Cache, driven over its standard input and output (wire/), so it
+//     can be killed (SIGKILL) and paused (SIGSTOP) mid-compute; replica.go
+//     starts and drives it.
+//   - origin.go is the source of truth, a versioned register per key served
+//     over loopback HTTP: every compute reads a key's version and is stamped
+//     with an ID and its begin and end, so every answer names the compute
+//     that made it.
+//   - traffic.go draws random operations over a small key space through
+//     every path: GetOrCompute, Fetch, FetchWithFallback, GetOrComputeMany,
+//     Get, Set with options, Delete, InvalidateTags, ExpireTags, Clear, with
+//     computes that are slow, fail, panic, tag, set a TTL or answer
+//     "unchanged".
+//   - nemesis.go injects one fault at a time and heals it: Redis killed
+//     (with and without persistence), paused, one replica partitioned, its
+//     connections reset or delayed, pub/sub connections killed, a replica
+//     paused or killed, a Sentinel failover, a Cluster master killed.
+//   - history.go records every operation's invoke and return, inputs and
+//     outputs, every compute and every fault on one clock.
+//   - checker.go and linearizable.go are the README's promises as code: the
+//     invalidation and write fences, documented errors only, deadlines
+//     kept, stored values never going back, one compute per key at a time
+//     while Redis is healthy, and linearizable registers (porcupine).
+//   - profiles.go holds the scenarios: deployment, options, traffic, faults.
+//
+// Run the short profile (CI) with go test ./robustness; the long one with
+// go test ./robustness -timeout 30m -robustness.profile=long. A failing run
+// saves its history, violations and, for a register, porcupine's picture,
+// and prints the seed that replays its traffic and faults.
+package robustness

@@ -1,0 +1,205 @@
+package robustness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/faultproxy"
+	"github.com/stampede-go/stampede/internal/redisserver"
+)
+
+// A Nemesis injects one kind of fault and heals it. Inject returns what it
+// did, for the history; Heal undoes it. Every nemesis heals, and the run
+// goes on after it.
+type Nemesis interface {
+	Name() string
+	Inject(e *env, rng *rand.Rand) (what string, err error)
+	Heal(e *env) error
+}
+
+// env is what the nemeses act on: the run's Redis deployment, each
+// replica's fault proxy (standalone Redis only), and the replicas.
+type env struct {
+	server   *redisserver.Server // standalone
+	sentinel *redisserver.Sentinel
+	cluster  *redisserver.Cluster
+	proxies  []*faultproxy.Proxy // one per replica, standalone only
+	replicas []*Replica
+}
+
+// admin runs one command on addr directly (not through a proxy).
+func admin(addr string, args ...any) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Do(ctx, args...).Err()
+}
+
+// The nemeses, by name.
+var nemeses = map[string]func() Nemesis{
+	"redis-kill":     func() Nemesis { return &redisKill{} },
+	"redis-pause":    func() Nemesis { return &redisPause{} },
+	"partition":      func() Nemesis { return &partition{} },
+	"reset":          func() Nemesis { return &reset{} },
+	"latency":        func() Nemesis { return &latency{} },
+	"pubsub-kill":    func() Nemesis { return &pubsubKill{} },
+	"replica-pause":  func() Nemesis { return &replicaPause{} },
+	"replica-kill":   func() Nemesis { return &replicaKill{} },
+	"failover":       func() Nemesis { return &failover{} },
+	"cluster-master": func() Nemesis { return &clusterMaster{} },
+}
+
+// redisKill kills Redis (SIGKILL) and restarts it on the same port: without
+// persistence, everything it held is lost.
+type redisKill struct{}
+
+func (*redisKill) Name() string { return "redis-kill" }
+func (*redisKill) Inject(e *env, _ *rand.Rand) (string, error) {
+	return "redis killed", e.server.Stop()
+}
+func (*redisKill) Heal(e *env) error { return e.server.Restart() }
+
+// redisPause stops Redis (SIGSTOP): connections stay open, nothing answers.
+type redisPause struct{}
+
+func (*redisPause) Name() string { return "redis-pause" }
+func (*redisPause) Inject(e *env, _ *rand.Rand) (string, error) {
+	return "redis paused", e.server.Pause()
+}
+func (*redisPause) Heal(e *env) error { return e.server.Resume() }
+
+// partition black-holes one replica's traffic to Redis.
+type partition struct{ p *faultproxy.Proxy }
+
+func (*partition) Name() string { return "partition" }
+func (n *partition) Inject(e *env, rng *rand.Rand) (string, error) {
+	i := rng.IntN(len(e.proxies))
+	n.p = e.proxies[i]
+	n.p.SetPartition(true)
+	return fmt.Sprintf("%s partitioned from redis", e.replicas[i].Name), nil
+}
+func (n *partition) Heal(*env) error {
+	n.p.SetPartition(false)
+	n.p.Reset() // the black-holed connections are dead to their clients anyway
+	return nil
+}
+
+// reset resets every connection of one replica to Redis (TCP RST).
+type reset struct{}
+
+func (*reset) Name() string { return "reset" }
+func (*reset) Inject(e *env, rng *rand.Rand) (string, error) {
+	i := rng.IntN(len(e.proxies))
+	e.proxies[i].Reset()
+	return fmt.Sprintf("%s connections reset", e.replicas[i].Name), nil
+}
+func (*reset) Heal(*env) error { return nil }
+
+// latency delays one replica's traffic to Redis (each way, within the
+// Redis budget).
+type latency struct{ p *faultproxy.Proxy }
+
+func (*latency) Name() string { return "latency" }
+func (n *latency) Inject(e *env, rng *rand.Rand) (string, error) {
+	i := rng.IntN(len(e.proxies))
+	n.p = e.proxies[i]
+	// Slow, not unreachable: the round trip stays under the Redis budget and
+	// under InvalidationWait (a mark read slower than that vouches for nothing),
+	// so nothing may degrade; a slow fill is where a load is shared longest.
+	d := time.Duration(10+rng.IntN(35)) * time.Millisecond
+	n.p.SetLatency(d)
+	return fmt.Sprintf("%s delayed %s each way", e.replicas[i].Name, d), nil
+}
+func (n *latency) Heal(*env) error { n.p.SetLatency(0); return nil }
+
+// pubsubKill kills every pub/sub connection (CLIENT KILL TYPE pubsub): the
+// fill notifications and L1 invalidations in flight are lost.
+type pubsubKill struct{}
+
+func (*pubsubKill) Name() string { return "pubsub-kill" }
+func (*pubsubKill) Inject(e *env, _ *rand.Rand) (string, error) {
+	return "pub/sub connections killed", admin(e.server.Addr(), "client", "kill", "type", "pubsub")
+}
+func (*pubsubKill) Heal(*env) error { return nil }
+
+// replicaPause pauses one replica process (SIGSTOP), mid-compute as likely
+// as not, past its leases' TTL.
+type replicaPause struct{ r *Replica }
+
+func (*replicaPause) Name() string { return "replica-pause" }
+func (n *replicaPause) Inject(e *env, rng *rand.Rand) (string, error) {
+	n.r = e.replicas[rng.IntN(len(e.replicas))]
+	return fmt.Sprintf("%s paused", n.r.Name), n.r.Pause()
+}
+func (n *replicaPause) Heal(*env) error { return n.r.Resume() }
+
+// replicaKill kills one replica process (SIGKILL) and starts it again.
+type replicaKill struct{ r *Replica }
+
+func (*replicaKill) Name() string { return "replica-kill" }
+func (n *replicaKill) Inject(e *env, rng *rand.Rand) (string, error) {
+	n.r = e.replicas[rng.IntN(len(e.replicas))]
+	n.r.Kill()
+	return fmt.Sprintf("%s killed", n.r.Name), nil
+}
+func (n *replicaKill) Heal(*env) error { return n.r.Restart() }
+
+// failover kills the Sentinel deployment's master: the Sentinels promote
+// its asynchronous replica (writes it had not received are lost). Heal
+// restarts the old master, which the Sentinels make a replica.
+type failover struct{ old *redisserver.Server }
+
+func (*failover) Name() string { return "failover" }
+func (n *failover) Inject(e *env, _ *rand.Rand) (string, error) {
+	n.old = e.sentinel.Master
+	if !n.old.Running() {
+		n.old = e.sentinel.Replica
+	}
+	return "sentinel master killed", n.old.Stop()
+}
+func (n *failover) Heal(e *env) error {
+	if err := n.old.Restart(); err != nil {
+		return err
+	}
+	e.sentinel.Master, e.sentinel.Replica = e.sentinel.Replica, e.sentinel.Master
+	return nil
+}
+
+// clusterMaster kills one Cluster master: its replica is promoted after the
+// node timeout. Heal restarts it (it rejoins as a replica).
+type clusterMaster struct{ s *redisserver.Server }
+
+func (*clusterMaster) Name() string { return "cluster-master" }
+func (n *clusterMaster) Inject(e *env, rng *rand.Rand) (string, error) {
+	var masters []*redisserver.Server
+	for _, s := range e.cluster.Nodes {
+		if s.Running() && isMaster(s.Addr()) {
+			masters = append(masters, s)
+		}
+	}
+	if len(masters) == 0 {
+		return "", fmt.Errorf("no running cluster master")
+	}
+	n.s = masters[rng.IntN(len(masters))]
+	return fmt.Sprintf("cluster master %s killed", n.s.Addr()), n.s.Stop()
+}
+func (n *clusterMaster) Heal(e *env) error {
+	if err := n.s.Restart(); err != nil {
+		return err
+	}
+	return e.cluster.WaitOK(30 * time.Second)
+}
+
+func isMaster(addr string) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	role, err := c.Do(ctx, "role").Slice()
+	return err == nil && len(role) > 0 && role[0] == "master"
+}

@@ -1,0 +1,72 @@
+package robustness
+
+import (
+	"time"
+
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// allRedisNemeses are the faults a single Redis deployment runs under.
+var allRedisNemeses = []string{"redis-kill", "redis-pause", "partition", "reset", "latency", "pubsub-kill", "replica-pause", "replica-kill"}
+
+// Profile returns the scenarios of a profile: "short" (CI: every path and
+// every nemesis of a single Redis and of process-local mode, a few minutes)
+// or "long" (by hand before a release: longer runs, and Cluster and
+// Sentinel deployments).
+func Profile(name string) []Scenario {
+	d := 12 * time.Second
+	if name == "long" {
+		d = 60 * time.Second
+	}
+	traffic := Traffic{Keys: 6, Registers: 2, MaxSleep: 300 * time.Millisecond, Deadline: 2 * time.Second,
+		Invalidations: true, Failures: true, Weights: DefaultWeights}
+	// busy: waiters give up early, so BusyCompute, fallbacks, SoftTimeout
+	// and stale-if-error are taken while Redis is healthy.
+	busy := Scenario{Name: "redis-busy", Mode: "redis", Replicas: 3, Clients: 4, Duration: d, Traffic: traffic,
+		Options: wire.Options{Namespace: "rb", TTL: 400 * time.Millisecond, Stale: 200 * time.Millisecond,
+			StaleIfError: 2 * time.Second, FailSafeThrottle: 200 * time.Millisecond, SoftTimeout: 150 * time.Millisecond,
+			ComputeTimeout: 250 * time.Millisecond, WaitTimeout: 100 * time.Millisecond, LeaseTTL: time.Second,
+			PollInterval: 50 * time.Millisecond, BreakerCooldown: 300 * time.Millisecond},
+		Nemeses: []string{"pubsub-kill", "reset", "latency", "replica-pause"}, FaultFor: 600 * time.Millisecond, Calm: 1500 * time.Millisecond}
+	// faults: waiters wait, so one compute per key per expiry is checked,
+	// with L1 on, under every fault of a single Redis, data loss included.
+	faults := Scenario{Name: "redis-l1-faults", Mode: "redis", Replicas: 3, Clients: 4, Duration: d, Traffic: traffic,
+		Options: wire.Options{Namespace: "rf", TTL: 500 * time.Millisecond, Stale: 300 * time.Millisecond,
+			WaitTimeout: 3 * time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
+			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 300 * time.Millisecond, Beta: 1},
+		Nemeses: allRedisNemeses, FaultFor: 800 * time.Millisecond, Calm: 1200 * time.Millisecond}
+	// persist: the README's recommended client options, BusyError, a Redis
+	// that keeps its data across kills.
+	persist := Scenario{Name: "redis-persist-busyerror", Mode: "redis", Persistence: true, Recommended: true, Replicas: 3, Clients: 4,
+		Duration: d, Traffic: traffic,
+		Options: wire.Options{Namespace: "rp", TTL: 300 * time.Millisecond, StaleIfError: time.Second,
+			WaitTimeout: 200 * time.Millisecond, BusyError: true, LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond},
+		Nemeses: []string{"redis-kill", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond}
+	// local: process-local mode, each replica its own store: the same
+	// promises within each process.
+	local := Scenario{Name: "local", Mode: "local", Replicas: 2, Clients: 6, Duration: d, Traffic: traffic,
+		Options: wire.Options{Namespace: "lo", TTL: 300 * time.Millisecond, Stale: 200 * time.Millisecond,
+			StaleIfError: time.Second, WaitTimeout: 3 * time.Second, SoftTimeout: 0, L1Size: 0}}
+	// slow: a slow link between a replica and Redis, most of the time: a
+	// fill takes a round trip of up to 120 ms, the window in which callers
+	// of that replica join a load whose value an invalidation elsewhere may
+	// already have made old.
+	slow := Scenario{Name: "redis-slow-link", Mode: "redis", Replicas: 2, Clients: 6, Duration: d / 2, Traffic: traffic,
+		Options: wire.Options{Namespace: "rs", TTL: 200 * time.Millisecond, WaitTimeout: 3 * time.Second,
+			LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond},
+		Nemeses: []string{"latency"}, FaultFor: 2 * time.Second, Calm: 200 * time.Millisecond}
+	slow.Traffic.Keys, slow.Traffic.MaxSleep = 3, 50*time.Millisecond
+	out := []Scenario{busy, faults, persist, local, slow}
+	if name == "long" {
+		cluster := faults
+		cluster.Name, cluster.Mode, cluster.Options.Namespace = "cluster", "cluster", "rc"
+		cluster.Nemeses = []string{"cluster-master", "replica-pause", "replica-kill"}
+		cluster.FaultFor, cluster.Calm = 3*time.Second, 5*time.Second
+		sentinel := faults
+		sentinel.Name, sentinel.Mode, sentinel.Options.Namespace = "sentinel", "sentinel", "rs"
+		sentinel.Nemeses = []string{"failover", "replica-pause"}
+		sentinel.FaultFor, sentinel.Calm = 3*time.Second, 5*time.Second
+		out = append(out, cluster, sentinel)
+	}
+	return out
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package robustness
+
+const raceEnabled = true

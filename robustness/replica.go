@@ -1,0 +1,197 @@
+package robustness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// buildReplica builds the replica program into dir, with the race detector
+// when this test binary has it.
+func buildReplica(dir string) (string, error) {
+	bin := filepath.Join(dir, "replica")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "github.com/stampede-go/stampede/robustness/replica")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build replica: %w: %s", err, out)
+	}
+	return bin, nil
+}
+
+// Replica is one replica process, driven through its standard input and
+// output. It is safe for concurrent use.
+type Replica struct {
+	Name string
+	bin  string
+	cfg  wire.Config
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	pending map[int64]chan wire.Response
+	dead    chan struct{} // closed when the current process has exited
+	logs    bytes.Buffer  // every incarnation's standard error
+	paused  bool
+}
+
+func startReplica(bin string, cfg wire.Config) (*Replica, error) {
+	r := &Replica{Name: cfg.Replica, bin: bin, cfg: cfg}
+	if err := r.start(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// start runs a new incarnation of the replica.
+func (r *Replica) start() error {
+	b, err := json.Marshal(r.cfg)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(r.bin, string(b))
+	cmd.Stderr = &syncWriter{mu: &r.mu, w: &r.logs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start replica %s: %w", r.Name, err)
+	}
+	dead := make(chan struct{})
+	r.mu.Lock()
+	r.cmd, r.in, r.dead, r.paused = cmd, in, dead, false
+	r.pending = map[int64]chan wire.Response{}
+	pending := r.pending
+	r.mu.Unlock()
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var resp wire.Response
+			if json.Unmarshal(sc.Bytes(), &resp) != nil {
+				continue
+			}
+			r.mu.Lock()
+			ch := pending[resp.ID]
+			delete(pending, resp.ID)
+			r.mu.Unlock()
+			if ch != nil {
+				ch <- resp
+			}
+		}
+		_ = cmd.Wait()
+		close(dead)
+	}()
+	return nil
+}
+
+// syncWriter serialises writes to w under mu.
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// Do sends req and waits for the answer. ok is false when the process died
+// first, or did not answer within limit (then the operation's outcome is
+// unknown).
+func (r *Replica) Do(req wire.Request, limit time.Duration) (resp wire.Response, ok bool) {
+	line, err := json.Marshal(req)
+	if err != nil {
+		panic(err) // a Request always encodes
+	}
+	ch := make(chan wire.Response, 1)
+	r.mu.Lock()
+	in, dead, pending := r.in, r.dead, r.pending
+	pending[req.ID] = ch
+	r.mu.Unlock()
+	if _, err := in.Write(append(line, '\n')); err != nil {
+		return resp, false
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case resp = <-ch:
+		return resp, true
+	case <-dead:
+		return resp, false
+	case <-t.C:
+		return resp, false
+	}
+}
+
+// Kill kills the process (SIGKILL) and waits for it to exit: its operations
+// in flight never answer.
+func (r *Replica) Kill() {
+	r.mu.Lock()
+	cmd, dead := r.cmd, r.dead
+	r.mu.Unlock()
+	_ = cmd.Process.Kill()
+	<-dead
+}
+
+// Restart starts a new incarnation after Kill: an empty process, as a
+// restarted pod is.
+func (r *Replica) Restart() error { return r.start() }
+
+// Pause stops the process (SIGSTOP), as a long GC pause or a stalled VM does.
+func (r *Replica) Pause() error { return r.signal(syscall.SIGSTOP, true) }
+
+// Resume continues a paused process (SIGCONT).
+func (r *Replica) Resume() error { return r.signal(syscall.SIGCONT, false) }
+
+func (r *Replica) signal(sig syscall.Signal, paused bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.paused = paused
+	return r.cmd.Process.Signal(sig)
+}
+
+// Close ends the process: it finishes what runs and stops when its input
+// closes; it is killed if it has not within grace.
+func (r *Replica) Close(grace time.Duration) {
+	r.mu.Lock()
+	in, dead, cmd, paused := r.in, r.dead, r.cmd, r.paused
+	r.mu.Unlock()
+	if paused {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	_ = in.Close()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-dead:
+	case <-t.C:
+		_ = cmd.Process.Kill()
+		<-dead
+	}
+}
+
+// Logs is what every incarnation wrote to its standard error.
+func (r *Replica) Logs() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.logs.String()
+}

@@ -1,0 +1,191 @@
+package robustness
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stampede-go/stampede/internal/faultproxy"
+	"github.com/stampede-go/stampede/internal/redisserver"
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// Scenario is one run's set-up: the deployment, the replicas' options, the
+// traffic and the nemeses.
+type Scenario struct {
+	Name string
+	// Mode is "redis", "cluster", "sentinel" or "local".
+	Mode string
+	// Persistence runs the single Redis with an append-only file synced
+	// on every write, so that a kill loses nothing.
+	Persistence bool
+	// Replicas is the number of replica processes; Clients the concurrent
+	// callers on each.
+	Replicas, Clients int
+	// Duration is how long the traffic runs.
+	Duration time.Duration
+	// Recommended gives the replicas the README's recommended go-redis
+	// options instead of go-redis' defaults.
+	Recommended bool
+	Options     wire.Options
+	Traffic     Traffic
+	// Nemeses are drawn from, one fault at a time, each healed after
+	// FaultFor; the run is healthy for Calm between two.
+	Nemeses        []string
+	FaultFor, Calm time.Duration
+}
+
+// run is one scenario's run in progress.
+type run struct {
+	sc     Scenario
+	seed   int64
+	clock  clock
+	hist   *History
+	origin *Origin
+	env    env
+	nextID atomic.Int64
+}
+
+// Run runs sc with seed and returns its history. Servers and processes it
+// started are stopped before it returns. bin is the replica program.
+func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
+	// One clock for the run, from its start: the origin stamps computes
+	// on it, the clients invokes and returns, the nemesis its faults.
+	r := &run{sc: sc, seed: seed, clock: clock{start: time.Now()}}
+	r.hist = &History{Scenario: sc.Name, Seed: seed}
+	if r.origin, err = newOrigin(r.clock, r.hist); err != nil {
+		return nil, err
+	}
+	defer r.origin.Close()
+	stop, err := r.deploy()
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
+	for i := range sc.Replicas {
+		cfg := wire.Config{Replica: fmt.Sprintf("r%d", i), Mode: sc.Mode, Origin: r.origin.URL(),
+			Recommended: sc.Recommended, Options: sc.Options}
+		switch sc.Mode {
+		case "redis":
+			p, err := faultproxy.New(r.env.server.Addr())
+			if err != nil {
+				return nil, err
+			}
+			defer p.Close()
+			r.env.proxies = append(r.env.proxies, p)
+			cfg.Addrs = []string{p.Addr()}
+		case "cluster":
+			cfg.Addrs = r.env.cluster.Addrs()
+		case "sentinel":
+			cfg.Addrs, cfg.SentinelMaster = r.env.sentinel.SentinelAddrs(), redisserver.SentinelMaster
+		}
+		rep, err := startReplica(bin, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer rep.Close(5 * time.Second)
+		r.env.replicas = append(r.env.replicas, rep)
+	}
+	for _, rep := range r.env.replicas {
+		if _, ok := rep.Do(wire.Request{ID: r.nextID.Add(1), Op: wire.OpStats, Deadline: time.Second}, 30*time.Second); !ok {
+			return nil, fmt.Errorf("replica %s did not start: %s", rep.Name, rep.Logs())
+		}
+	}
+	end := time.Now().Add(sc.Duration)
+	var wg sync.WaitGroup
+	for i, rep := range r.env.replicas {
+		for j := range sc.Clients {
+			rng := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+j)))
+			wg.Go(func() { r.client(rep, rng, end) })
+		}
+	}
+	nemesisDone := make(chan error, 1)
+	go func() { nemesisDone <- r.nemesis(rand.New(rand.NewPCG(uint64(seed), 1<<32)), end) }()
+	wg.Wait()
+	r.hist.End = r.clock.now()
+	if err := <-nemesisDone; err != nil {
+		return r.hist, fmt.Errorf("nemesis: %w", err)
+	}
+	r.hist.sorted()
+	return r.hist, nil
+}
+
+// deploy starts the scenario's Redis deployment.
+func (r *run) deploy() (stop func(), err error) {
+	switch r.sc.Mode {
+	case "local":
+		return func() {}, nil
+	case "redis":
+		var args []string
+		if r.sc.Persistence {
+			args = []string{"--appendonly", "yes", "--appendfsync", "always"}
+		}
+		r.env.server, err = redisserver.Start(redisserver.Options{Args: args})
+		if err != nil {
+			return func() {}, err
+		}
+		return func() { _ = r.env.server.Close() }, nil
+	case "sentinel":
+		if r.env.sentinel, err = redisserver.StartSentinel(); err != nil {
+			return func() {}, err
+		}
+		return func() { _ = r.env.sentinel.Close() }, nil
+	case "cluster":
+		if r.env.cluster, err = redisserver.StartCluster(3, 1); err != nil {
+			return func() {}, err
+		}
+		return func() { _ = r.env.cluster.Close() }, nil
+	}
+	return func() {}, fmt.Errorf("unknown mode %q", r.sc.Mode)
+}
+
+// client sends random operations to rep until end.
+func (r *run) client(rep *Replica, rng *rand.Rand, end time.Time) {
+	for time.Now().Before(end) {
+		req, update := r.sc.Traffic.next(rng, r.nextID.Add(1))
+		if update {
+			r.origin.Write(req.Key)
+		}
+		op := &Op{Replica: rep.Name, Req: req, Invoke: r.clock.now()}
+		resp, ok := rep.Do(req, req.Deadline+answerGrace)
+		op.Return, op.Resp, op.Unknown = r.clock.now(), resp, !ok
+		r.hist.addOp(op)
+		if !ok {
+			// The replica died (or hangs): wait for its next incarnation.
+			time.Sleep(50 * time.Millisecond) // pacing a retry loop against a dead process, not synchronisation
+		}
+	}
+}
+
+// answerGrace is how long past its deadline an operation may take before
+// the suite stops waiting for it (and records its outcome as unknown).
+const answerGrace = 15 * time.Second
+
+// nemesis injects one fault at a time until end, each healed after
+// FaultFor, with Calm between two; it heals the last one before returning.
+func (r *run) nemesis(rng *rand.Rand, end time.Time) error {
+	if len(r.sc.Nemeses) == 0 {
+		return nil
+	}
+	for {
+		calm := r.sc.Calm/2 + time.Duration(rng.Int64N(int64(r.sc.Calm)))
+		if time.Now().Add(calm + r.sc.FaultFor).After(end) {
+			return nil
+		}
+		time.Sleep(calm) // the schedule of faults is what is being run, not a wait for an event
+		n := nemeses[r.sc.Nemeses[rng.IntN(len(r.sc.Nemeses))]]()
+		at := r.clock.now() // the fault may show from the moment its injection begins
+		what, err := n.Inject(&r.env, rng)
+		r.hist.event(at, n.Name()+": "+what, false)
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.Name(), err)
+		}
+		time.Sleep(r.sc.FaultFor/2 + time.Duration(rng.Int64N(int64(r.sc.FaultFor)))) // how long the fault lasts
+		if err := n.Heal(&r.env); err != nil {
+			return fmt.Errorf("%s heal: %w", n.Name(), err)
+		}
+		r.hist.event(r.clock.now(), n.Name()+": healed", true)
+	}
+}

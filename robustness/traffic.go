@@ -1,0 +1,159 @@
+package robustness
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// Traffic draws random operations over a small key space, through every
+// public path of cache.Cache. Compute keys ("k0"…) are read through the
+// compute paths and written by Set, Delete and the invalidations; register
+// keys ("r0"…) only by Set, Delete, Get and Clear, so that their history is
+// a register's, for the linearizability check.
+type Traffic struct {
+	// Keys and Registers are the sizes of the two key spaces.
+	Keys, Registers int
+	// MaxSleep bounds a compute's duration.
+	MaxSleep time.Duration
+	// Deadline is the callers' deadline (each call draws up to it).
+	Deadline time.Duration
+	// Invalidations turns on InvalidateTags, ExpireTags and Clear.
+	Invalidations bool
+	// Failures turns on computes that fail or panic.
+	Failures bool
+	// Weights of each operation; a zero weight leaves it out.
+	Weights map[string]int
+}
+
+// DefaultWeights is the mix of operations a run draws from.
+var DefaultWeights = map[string]int{
+	wire.OpGetOrCompute:      20,
+	wire.OpFetch:             20,
+	wire.OpFetchWithFallback: 8,
+	wire.OpGetOrComputeMany:  8,
+	wire.OpGet:               12,
+	wire.OpSet:               6,
+	wire.OpDelete:            4,
+	wire.OpInvalidateTags:    4,
+	wire.OpExpireTags:        2,
+	wire.OpClear:             2,
+	opUpdate:                 4,
+}
+
+// opUpdate is a user's write: the origin's version moves on, then the key's
+// group tag is invalidated (InvalidateTags), as an application does after
+// writing its database.
+const opUpdate = "update"
+
+// groups is how many tag groups the compute keys fall into: key ki carries
+// tag "g<i%groups>".
+const groups = 3
+
+func keyTags(i int) []string { return []string{fmt.Sprintf("g%d", i%groups)} }
+
+// next draws one operation.
+func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool) {
+	total := 0
+	for _, w := range t.Weights {
+		total += w
+	}
+	n := rng.IntN(total)
+	op := ""
+	for _, name := range opOrder {
+		if n < t.Weights[name] {
+			op = name
+			break
+		}
+		n -= t.Weights[name]
+	}
+	req = wire.Request{ID: id, Op: op, Deadline: t.Deadline/2 + time.Duration(rng.Int64N(int64(t.Deadline/2)+1))}
+	ki := rng.IntN(t.Keys)
+	req.Key = fmt.Sprintf("k%d", ki)
+	req.Compute = t.compute(rng, ki)
+	switch op {
+	case wire.OpGetOrComputeMany:
+		req.Key = ""
+		seen := map[int]bool{}
+		for range 1 + rng.IntN(3) {
+			k := rng.IntN(t.Keys)
+			if !seen[k] {
+				seen[k] = true
+				req.Keys = append(req.Keys, fmt.Sprintf("k%d", k))
+			}
+		}
+		req.Compute.Tags = keyTags(rng.IntN(groups)) // one call's tags apply to all its keys
+		req.Compute.Unchanged = false                // ErrUnchanged answers for every key of a batch
+	case wire.OpGet, wire.OpSet, wire.OpDelete:
+		if rng.IntN(2) == 0 {
+			req.Key = fmt.Sprintf("r%d", rng.IntN(t.Registers))
+		}
+		if op == wire.OpSet {
+			if req.Key[0] == 'r' {
+				req.SetTTL = time.Hour // a register's values do not expire within a run
+			} else {
+				req.Tags = keyTags(ki)
+				if rng.IntN(3) == 0 {
+					req.SetTTL = time.Duration(200+rng.IntN(800)) * time.Millisecond
+				}
+				if rng.IntN(3) == 0 {
+					req.SetStale = time.Duration(100+rng.IntN(500)) * time.Millisecond
+				}
+			}
+		}
+	case wire.OpInvalidateTags, wire.OpExpireTags:
+		req.Key = ""
+		for _, g := range rng.Perm(groups)[:1+rng.IntN(2)] {
+			req.Tags = append(req.Tags, fmt.Sprintf("g%d", g))
+		}
+	case opUpdate:
+		req.Op = wire.OpInvalidateTags
+		req.Tags = keyTags(ki)
+		update = true
+	case wire.OpClear:
+		req.Key = ""
+	}
+	if !t.Invalidations && (req.Op == wire.OpInvalidateTags || req.Op == wire.OpExpireTags || req.Op == wire.OpClear) {
+		req.Op, req.Tags, req.Key, update = wire.OpGetOrCompute, nil, fmt.Sprintf("k%d", ki), false
+	}
+	return req, update
+}
+
+// opOrder fixes the order weights are drawn in (map order is random).
+var opOrder = []string{wire.OpGetOrCompute, wire.OpFetch, wire.OpFetchWithFallback, wire.OpGetOrComputeMany,
+	wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, opUpdate}
+
+// compute draws how the call's compute function behaves.
+func (t *Traffic) compute(rng *rand.Rand, ki int) wire.Compute {
+	c := wire.Compute{Tags: keyTags(ki)}
+	if t.MaxSleep > 0 {
+		// Most computes are quick; some are slow enough to outlast
+		// WaitTimeout or SoftTimeout and to overlap invalidations.
+		if rng.IntN(4) == 0 {
+			c.Sleep = time.Duration(rng.Int64N(int64(t.MaxSleep)))
+		} else {
+			c.Sleep = time.Duration(rng.Int64N(int64(t.MaxSleep / 10)))
+		}
+	}
+	if t.Failures {
+		switch rng.IntN(40) {
+		case 0, 1, 2:
+			c.Fail = true
+		case 3:
+			c.Panic = true
+		case 4:
+			c.NotFound = true
+		}
+	}
+	if rng.IntN(8) == 0 {
+		c.Pad = (64 + rng.IntN(192)) << 10
+	}
+	c.Unchanged = rng.IntN(3) == 0
+	if rng.IntN(5) == 0 {
+		c.TTL = time.Duration(100+rng.IntN(900)) * time.Millisecond
+	}
+	c.FallbackFails = rng.IntN(5) == 0
+	return c
+}

@@ -1,0 +1,166 @@
+// Package wire is what the robustness suite and its replica processes say to
+// each other: one JSON request a line on the replica's standard input, one
+// JSON response a line on its standard output, matched by ID. It also holds
+// the value every compute returns, which names the compute that made it, so
+// that every answer in a history can be traced to its origin.
+package wire
+
+import "time"
+
+// The operations a replica runs, one per public path of cache.Cache.
+const (
+	OpGetOrCompute      = "get-or-compute"
+	OpFetch             = "fetch"
+	OpFetchWithFallback = "fetch-with-fallback"
+	OpGetOrComputeMany  = "get-or-compute-many"
+	OpGet               = "get"
+	OpSet               = "set"
+	OpDelete            = "delete"
+	OpInvalidateTags    = "invalidate-tags"
+	OpExpireTags        = "expire-tags"
+	OpClear             = "clear"
+	OpStats             = "stats"
+)
+
+// Config is a replica's configuration, passed as one JSON argument.
+type Config struct {
+	// Replica names the process in the history.
+	Replica string
+	// Mode is "redis" (one server), "cluster", "sentinel" or "local" (no
+	// Redis: cache.New(nil, ...)).
+	Mode string
+	// Addrs are the Redis addresses this replica dials (its own fault
+	// proxy's, for a single server); for "sentinel", the Sentinels'.
+	Addrs []string
+	// SentinelMaster is the monitored master's name, for "sentinel".
+	SentinelMaster string
+	// Origin is the origin's base URL (http://127.0.0.1:port).
+	Origin string
+	// Recommended builds the go-redis client with the README's recommended
+	// options (ContextTimeoutEnabled, short timeouts, MaxRetries 1) instead
+	// of go-redis' defaults.
+	Recommended bool
+	// Options are the cache.Options durations and switches the run sets.
+	Options Options
+}
+
+// Options mirrors the cache.Options a run varies.
+type Options struct {
+	Namespace        string
+	TTL              time.Duration
+	Stale            time.Duration
+	StaleIfError     time.Duration
+	FailSafeThrottle time.Duration
+	SoftTimeout      time.Duration
+	LeaseTTL         time.Duration
+	ComputeTimeout   time.Duration
+	WaitTimeout      time.Duration
+	PollInterval     time.Duration
+	BusyError        bool
+	RedisTimeout     time.Duration
+	BreakerCooldown  time.Duration
+	L1Size           int
+	L1TTL            time.Duration
+	DegradedTTL      time.Duration
+	InvalidationWait time.Duration
+	Beta             float64
+}
+
+// Compute says how the compute function of one call behaves. The traffic
+// draws it; the replica's fn follows it.
+type Compute struct {
+	// Sleep is how long fn works (it honours its context).
+	Sleep time.Duration
+	// Fail makes fn return an error after Sleep.
+	Fail bool
+	// Panic makes fn panic after Sleep.
+	Panic bool
+	// NotFound makes fn return cache.ErrNotFound.
+	NotFound bool
+	// Unchanged makes fn answer cache.ErrUnchanged when the previous value
+	// read the origin version it reads now.
+	Unchanged bool
+	// Tags are set with cache.SetTags.
+	Tags []string
+	// TTL, when positive, is set with cache.SetTTL.
+	TTL time.Duration
+	// Pad makes the value this many bytes larger: a large value is slow
+	// to encode and to send, which widens the window of its fill.
+	Pad int
+	// FallbackFails makes the fallback of FetchWithFallback fail.
+	FallbackFails bool
+}
+
+// Request is one operation for a replica.
+type Request struct {
+	ID       int64
+	Op       string
+	Key      string   `json:",omitempty"`
+	Keys     []string `json:",omitempty"`
+	Tags     []string `json:",omitempty"`
+	Deadline time.Duration
+	Compute  Compute `json:",omitempty"`
+	// Set's value and options.
+	SetTTL   time.Duration `json:",omitempty"`
+	SetStale time.Duration `json:",omitempty"`
+}
+
+// Value is what every compute, Set and fallback of the suite stores: it
+// names where it came from.
+type Value struct {
+	Key string
+	// Src is "compute", "set" or "fallback".
+	Src string
+	// ID is the origin's compute ID ("c42"), or "s<request ID>" for a Set,
+	// "f<request ID>" for a fallback.
+	ID string
+	// Version is the origin version the compute read.
+	Version int64
+	// Tags are the tags the compute or Set gave the value.
+	Tags []string `json:",omitempty"`
+	// Pad is stored with the value (see Compute.Pad) and never sent to
+	// the suite.
+	Pad []byte `json:"-"`
+}
+
+// Response is a replica's answer to one Request.
+type Response struct {
+	ID int64
+	// Value is the answer of single-key operations (nil: none).
+	Value *Value `json:",omitempty"`
+	// Found is Get's found.
+	Found bool `json:",omitempty"`
+	// Values are GetOrComputeMany's answers.
+	Values map[string]Value `json:",omitempty"`
+	// KeyErrs are GetOrComputeMany's per-key errors, as error kinds.
+	KeyErrs map[string]string `json:",omitempty"`
+	// Outcome is Fetch's Result.Outcome ("hit", "miss", ...).
+	Outcome string `json:",omitempty"`
+	// ResultErr is Fetch's Result.Err as an error kind.
+	ResultErr string `json:",omitempty"`
+	// Err is the call's error as an error kind (see Kind), and ErrText its
+	// message.
+	Err     string `json:",omitempty"`
+	ErrText string `json:",omitempty"`
+	// Stats is the cache's Stats, for OpStats.
+	Stats map[string]uint64 `json:",omitempty"`
+}
+
+// The error kinds a replica reports, one per documented sentinel; "other"
+// is anything else.
+const (
+	ErrInvalidated  = "invalidated"
+	ErrUnavailable  = "unavailable"
+	ErrRedisTimeout = "redis-timeout"
+	ErrLeaseBusy    = "lease-busy"
+	ErrDeadline     = "deadline"
+	ErrCanceled     = "canceled"
+	ErrOrigin       = "origin"
+	ErrFallback     = "fallback"
+	ErrPanic        = "panic"
+	ErrNotFound     = "not-found"
+	ErrClosed       = "closed"
+	ErrSoftTimeout  = "soft-timeout"
+	ErrFailSafe     = "fail-safe"
+	ErrOther        = "other"
+)
