@@ -37,6 +37,22 @@
 // for. Mutual exclusion of the work therefore holds against holders that
 // stop in time; writes are safe only where the resource checks the fence.
 //
+// # When Redis does not answer
+//
+// Every step with a server (an acquisition attempt, an extension, a
+// release, each server's part of a quorum's round) is bounded by a budget,
+// [Options].RedisTimeout ([QuorumOptions].ServerTimeout for a quorum), and
+// by the caller's context, whatever the go-redis client's own timeouts,
+// re-dials and retries are: the step runs on a goroutine of its own, and
+// the caller stops waiting for it. A server that did not answer within the
+// budget has failed with [ErrRedisTimeout]; each failed server's error
+// names it by its address and wraps the cause, and [ErrUnavailable] says
+// that no server answered at all (a Client's one server, or every server
+// of a Quorum). A failed quorum acquisition takes at most two budgets: its
+// grant, and the release of what it may have taken. [Election.Campaign]
+// returns the cause of its context ending joined with the last attempt's
+// failure.
+//
 // # A quorum of independent masters (Redlock)
 //
 // A [Quorum] is built from N clients, one per Redis master that shares

@@ -139,23 +139,39 @@ type Term struct {
 // lease is renewed in the background until the term ends, so call
 // [Term.Resign] when done with it. It tries again every RetryInterval (with
 // jitter) while another replica leads or Redis fails, and otherwise returns
-// only the cause of ctx ending. ctx bounds the campaign, not the term.
+// only when ctx ends: the cause of ctx ending, joined with why the last
+// attempt failed unless another replica held the lease (an error matching
+// [ErrUnavailable] or [ErrNoQuorum] that names the servers, when Redis
+// could not be reached). ctx bounds the campaign, not the term.
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
+	var last error // the last attempt's failure, other than busy
+	gaveUp := func() error {
+		if last == nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("lease: campaign %q: %w; the last attempt: %w", e.name, context.Cause(ctx), last)
+	}
 	for {
 		l, err := e.locker.Acquire(ctx, e.name, e.opts.TTL)
 		if err == nil {
 			return e.begin(ctx, l), nil
 		}
+		busy := errors.Is(err, ErrLeaseBusy)
 		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+			if !busy && !errors.Is(err, context.Cause(ctx)) {
+				last = err // it names the servers still silent when ctx ended
+			}
+			return nil, gaveUp()
 		}
-		if !errors.Is(err, ErrLeaseBusy) {
+		last = nil
+		if !busy {
+			last = err
 			e.report(err)
 		}
 		wait := e.opts.RetryInterval
 		wait += rand.N(wait/2 + 1)
-		if err := sleep(ctx, wait); err != nil {
-			return nil, err
+		if sleep(ctx, wait) != nil {
+			return nil, gaveUp()
 		}
 	}
 }

@@ -26,3 +26,19 @@ var (
 // ErrNoQuorum means fewer than a majority of a [Quorum]'s servers could be
 // reached (or answered in time) for a step; see [QuorumError].
 var ErrNoQuorum = errors.New("lease: no quorum of Redis servers")
+
+// Errors that say why a step with Redis failed. Each server's error names
+// the server by its address and wraps the cause (test with errors.Is).
+var (
+	// ErrUnavailable means no Redis server answered a step: a [Client]'s
+	// server failed (refused the connection, or did not answer within
+	// RedisTimeout), or none of a [Quorum]'s servers answered. A server
+	// that answered with an error reply (Redis out of memory, a script
+	// error) is not unavailable.
+	ErrUnavailable = errors.New("lease: Redis unavailable")
+	// ErrRedisTimeout means a server did not answer one step within its
+	// budget ([Options].RedisTimeout, or [QuorumOptions].ServerTimeout):
+	// the step stopped waiting for it, whatever the go-redis client's own
+	// timeouts and retries are.
+	ErrRedisTimeout = errors.New("lease: no answer in time")
+)

@@ -40,6 +40,16 @@ type Options struct {
 	// busy, sleeping a capped exponential backoff with jitter in between.
 	// Default: 0 (one attempt).
 	Retries int
+	// RedisTimeout bounds each step with one Redis server: an acquisition
+	// attempt, an extension, a release (for a [Quorum], each server's part
+	// of a round, unless [QuorumOptions].ServerTimeout is set). A server
+	// that has not answered within it has failed ([ErrRedisTimeout]),
+	// whatever the go-redis client's own timeouts and retries are: the step
+	// runs on a goroutine of its own, which stops being waited for. The
+	// caller's context bounds every step too. Default: for a [Client], the
+	// lease's validity (TTL less the drift allowance), at most 1s; for a
+	// Quorum, ServerTimeout's default.
+	RedisTimeout time.Duration
 	// RetryBase is the first backoff. Default: 10ms.
 	RetryBase time.Duration
 	// RetryMax caps the backoff. Default: 1s.
@@ -87,6 +97,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: RetryBase and RetryMax must not be negative", ErrInvalidOptions)
 	case o.RetryMax < o.RetryBase:
 		return fmt.Errorf("%w: RetryMax %s is below RetryBase %s", ErrInvalidOptions, o.RetryMax, o.RetryBase)
+	case o.RedisTimeout < 0:
+		return fmt.Errorf("%w: RedisTimeout must not be negative", ErrInvalidOptions)
 	case o.ExtendInterval < 0:
 		return fmt.Errorf("%w: ExtendInterval must not be negative", ErrInvalidOptions)
 	case o.MaxExtensions < 0:
@@ -101,6 +113,7 @@ func (o *Options) validate() error {
 // safe for concurrent use.
 type Client struct {
 	rdb  redis.Scripter
+	addr string // the server's address, for errors
 	opts Options
 }
 
@@ -114,7 +127,7 @@ func New(rdb redis.Scripter, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, opts: opts}, nil
+	return &Client{rdb: rdb, addr: serverAddr(rdb), opts: opts}, nil
 }
 
 // Keys returns the Redis keys that hold the lease and the fencing counter for
@@ -298,7 +311,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 			return nil, err
 		}
 		sent := time.Now()
-		fence, remaining, err := c.try(ctx, key, fenceKey, token, ttl)
+		fence, remaining, err := c.try(ctx, name, key, fenceKey, token, ttl)
 		if err != nil {
 			c.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
 			return nil, err
@@ -318,13 +331,25 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	}
 }
 
-func (c *Client) try(ctx context.Context, key, fenceKey, token string, ttl time.Duration) (fence int64, remaining time.Duration, err error) {
-	res, err := acquireScript.Run(ctx, c.rdb, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds()).Int64Slice()
+// budget is the bound on one step of a lease of ttl: RedisTimeout, or the
+// lease's validity, at most a second. An acquisition or an extension that
+// answers after the validity would be of no use.
+func (c *Client) budget(ttl time.Duration) time.Duration {
+	if c.opts.RedisTimeout > 0 {
+		return c.opts.RedisTimeout
+	}
+	return min(max(ttl-c.drift(ttl), time.Millisecond), maxDefaultBudget)
+}
+
+func (c *Client) try(ctx context.Context, name, key, fenceKey, token string, ttl time.Duration) (fence int64, remaining time.Duration, err error) {
+	res, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) ([]int64, error) {
+		return acquireScript.Run(ctx, c.rdb, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds()).Int64Slice()
+	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("lease: acquire %s: %w", key, err)
+		return 0, 0, stepError(ctx, "acquire", name, c.addr, err)
 	}
 	if len(res) != 2 {
-		return 0, 0, fmt.Errorf("lease: acquire %s: unexpected reply %v", key, res)
+		return 0, 0, fmt.Errorf("lease: acquire %q on %s: unexpected reply %v", name, c.addr, res)
 	}
 	if res[1] > 0 {
 		remaining = time.Duration(res[1]) * time.Millisecond
@@ -389,20 +414,24 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lease) error {
-	return c.byToken(ctx, "release", releaseScript, l, l.token)
+	return c.byToken(ctx, "release", releaseScript, l, l.ttl, l.token)
 }
 
 func (c *Client) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
-	return c.byToken(ctx, "extend", extendScript, l, l.token, ttl.Milliseconds())
+	return c.byToken(ctx, "extend", extendScript, l, ttl, l.token, ttl.Milliseconds())
 }
 
-// byToken runs one of the token-checked scripts on l's key: nil when it
-// acted, [ErrLeaseLost] when the lease is not ours.
-func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l *Lease, args ...any) error {
-	n, err := script.Run(ctx, c.rdb, []string{l.key}, args...).Int64()
+// byToken runs one of the token-checked scripts on l's key within the
+// budget of a lease of ttl: nil when it acted, [ErrLeaseLost] when the
+// lease is not ours.
+func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l *Lease, ttl time.Duration, args ...any) error {
+	n, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) (int64, error) {
+		return script.Run(ctx, c.rdb, []string{l.key}, args...).Int64()
+	})
 	if err != nil {
+		err = stepError(ctx, op, l.name, c.addr, err)
 		c.opts.observe(ctx, Event{Kind: EventRedisError, Name: l.name, Err: err})
-		return fmt.Errorf("lease: %s %s: %w", op, l.key, err)
+		return err
 	}
 	if n == 0 {
 		return ErrLeaseLost
@@ -456,9 +485,8 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 		}
 		return leases, remaining, errs
 	}
-	pipe := p.Pipeline()
-	cmds := make([]*redis.Cmd, len(names))
 	tokens := make([]string, len(names))
+	asked := false
 	for i, name := range names {
 		if err := validName(name); err != nil {
 			errs[i] = err
@@ -470,22 +498,53 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 			continue
 		}
 		tokens[i] = token
-		key, fenceKey := Keys(name)
-		// EVAL rather than EVALSHA: a pipeline cannot fall back on NOSCRIPT.
-		cmds[i] = acquireScript.Eval(ctx, pipe, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds())
+		asked = true
+	}
+	if !asked {
+		return leases, remaining, errs
+	}
+	// One step: the pipeline, within the budget. The step's goroutine
+	// builds its own commands and hands back what it read.
+	type reply struct {
+		res []int64
+		err error
 	}
 	sent := time.Now()
-	_, _ = pipe.Exec(ctx) // errors are per command
-	for i, cmd := range cmds {
-		if cmd == nil {
+	replies, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) ([]reply, error) {
+		pipe := p.Pipeline()
+		cmds := make([]*redis.Cmd, len(names))
+		for i, name := range names {
+			if tokens[i] == "" {
+				continue
+			}
+			key, fenceKey := Keys(name)
+			// EVAL rather than EVALSHA: a pipeline cannot fall back on NOSCRIPT.
+			cmds[i] = acquireScript.Eval(ctx, pipe, []string{key, fenceKey}, tokens[i], ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx) // errors are per command
+		out := make([]reply, len(cmds))
+		for i, cmd := range cmds {
+			if cmd != nil {
+				out[i].res, out[i].err = cmd.Int64Slice()
+			}
+		}
+		return out, nil
+	})
+	for i := range names {
+		if tokens[i] == "" {
 			continue
 		}
-		res, err := cmd.Int64Slice()
-		if err == nil && len(res) != 2 {
-			err = fmt.Errorf("unexpected reply %v", res)
+		var res []int64
+		stepErr := err
+		if stepErr == nil {
+			res, stepErr = replies[i].res, replies[i].err
 		}
-		if err != nil {
-			errs[i] = fmt.Errorf("lease: acquire %s: %w", names[i], err)
+		switch {
+		case stepErr != nil:
+			errs[i] = stepError(ctx, "acquire", names[i], c.addr, stepErr)
+			continue
+		case len(res) != 2:
+			errs[i] = fmt.Errorf("lease: acquire %q on %s: unexpected reply %v", names[i], c.addr, res)
 			continue
 		}
 		if res[0] > 0 {

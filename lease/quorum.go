@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,10 +41,13 @@ type QuorumOptions struct {
 	// different rates: a lease is valid for TTL − elapsed − (TTL×DriftFactor
 	// + 2ms) after the first request was sent. Default: 0.01.
 	DriftFactor float64
-	// ServerTimeout bounds each server's answer in every round; a server
-	// that does not answer in time counts as failed. The Redis clients'
-	// own timeouts must allow it to be kept (set ContextTimeoutEnabled, or a
-	// ReadTimeout no longer than this). Default: TTL/10, at most 1s.
+	// ServerTimeout bounds each server's answer in every round, as
+	// RedisTimeout does for a [Client] (it takes precedence over
+	// RedisTimeout); a server that does not answer in time counts as failed
+	// ([ErrRedisTimeout]), whatever the Redis clients' own timeouts are.
+	// ContextTimeoutEnabled on the clients lets go-redis give up the call
+	// itself at that time, rather than on its own ReadTimeout. Default:
+	// RedisTimeout when set, otherwise TTL/10, at most 1s.
 	ServerTimeout time.Duration
 }
 
@@ -72,6 +76,7 @@ func (o *QuorumOptions) validate() error {
 // for concurrent use.
 type Quorum struct {
 	servers []redis.Scripter
+	addrs   []string // each server's address, for errors
 	opts    QuorumOptions
 
 	// clock and afterGrant are seams for tests: the holder's clock, and a
@@ -97,7 +102,11 @@ func NewQuorum(servers []redis.Scripter, opts QuorumOptions) (*Quorum, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Quorum{servers: append([]redis.Scripter(nil), servers...), opts: opts, clock: time.Now}, nil
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = serverAddr(s)
+	}
+	return &Quorum{servers: append([]redis.Scripter(nil), servers...), addrs: addrs, opts: opts, clock: time.Now}, nil
 }
 
 // Majority returns how many servers must grant a lease.
@@ -112,21 +121,29 @@ func (q *Quorum) drift(ttl time.Duration) time.Duration {
 }
 
 func (q *Quorum) serverTimeout(ttl time.Duration) time.Duration {
-	if q.opts.ServerTimeout > 0 {
+	switch {
+	case q.opts.ServerTimeout > 0:
 		return q.opts.ServerTimeout
+	case q.opts.RedisTimeout > 0:
+		return q.opts.RedisTimeout
 	}
-	return min(max(ttl/10, time.Millisecond), time.Second)
+	return min(max(ttl/10, time.Millisecond), maxDefaultBudget)
 }
 
 // QuorumError is returned when fewer than a majority of the servers could
-// be reached for a step (errors.Is [ErrNoQuorum]); Unwrap gives each
-// failed server's error.
+// be reached for a step (errors.Is [ErrNoQuorum], and [ErrUnavailable] when
+// no server answered at all); Unwrap gives each failed server's error,
+// which names the server by its address and wraps the cause
+// ([ErrRedisTimeout] for a server that did not answer in time).
 type QuorumError struct {
 	// Op is the step: "acquire", "fence", "extend" or "release".
 	Op string
 	// OK is how many servers did their part, Needed the majority, Of the
 	// number of servers.
 	OK, Needed, Of int
+	// Answered is how many servers answered at all (yes, no, or an error
+	// reply).
+	Answered int
 	// Errs are the failed servers' errors.
 	Errs []error
 }
@@ -134,14 +151,20 @@ type QuorumError struct {
 // Error implements error.
 func (e *QuorumError) Error() string {
 	msg := fmt.Sprintf("%s: %s on %d of %d servers, %d needed", ErrNoQuorum, e.Op, e.OK, e.Of, e.Needed)
+	if e.Answered == 0 {
+		msg = ErrUnavailable.Error() + ", no server answered: " + strings.TrimPrefix(msg, "lease: ")
+	}
 	if len(e.Errs) > 0 {
 		msg += ": " + errors.Join(e.Errs...).Error()
 	}
 	return msg
 }
 
-// Is reports whether target is [ErrNoQuorum].
-func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
+// Is reports whether target is [ErrNoQuorum], or [ErrUnavailable] when no
+// server answered.
+func (e *QuorumError) Is(target error) bool {
+	return target == ErrNoQuorum || target == ErrUnavailable && e.Answered == 0
+}
 
 // Unwrap returns the failed servers' errors.
 func (e *QuorumError) Unwrap() []error { return e.Errs }
@@ -153,15 +176,18 @@ type tally struct {
 	no   []int   // indexes of the servers that answered no (busy, or not ours)
 	left int64   // the largest remaining TTL among the no answers, ms
 	errs []error
+	// replied is how many of errs are error replies: those servers
+	// answered.
+	replied int
 }
 
-// round sends call to the servers at idx (all when idx is empty) at once and
-// collects the replies until all came, the round's deadline passed, or
-// (when decided is not nil) decided says the outcome is known: the calls
-// still out then go on to their end, so that slow servers still take the
-// step, and a dead minority does not cost every step the whole deadline.
-// call returns {1, v} for yes and {0, v} for no.
-func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
+// round sends op's call to the servers at idx (all when idx is empty) at
+// once and collects the replies until all came, the round's deadline
+// passed, or (when decided is not nil) decided says the outcome is known:
+// the calls still out then go on to their end, so that slow servers still
+// take the step, and a dead minority does not cost every step the whole
+// deadline. call returns {1, v, ...} for yes and {0, v, ...} for no.
+func (q *Quorum) round(ctx context.Context, op, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
 	if len(idx) == 0 {
 		idx = make([]int, len(q.servers))
 		for i := range idx {
@@ -171,7 +197,8 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 	// The round's context keeps the caller's deadline and cancellation
 	// while the round runs, but not after: calls still out when it returns
 	// early must not be cut short when the caller cancels its context.
-	timeout := q.serverTimeout(ttl)
+	budget := q.serverTimeout(ttl)
+	timeout := budget
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
@@ -183,22 +210,17 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		err error
 	}
 	replies := make(chan reply, len(idx)) // buffered: a straggler never blocks
-	ask := func(i int) {
-		res, err := call(rctx, q.servers[i])
-		if err == nil && len(res) != 2 {
-			err = fmt.Errorf("unexpected reply %v", res)
-		}
-		replies <- reply{i, res, err}
-	}
-	if len(idx) == 1 {
-		ask(idx[0]) // one server: no goroutine hand-off (it would decide alone anyway)
-	} else {
-		// One goroutine per server, so that a server that hangs past the
-		// deadline (a client that ignores context deadlines) does not
-		// hold the round up.
-		for _, i := range idx {
-			go ask(i)
-		}
+	// One goroutine per server, one server alone included, so that a
+	// server that hangs past the deadline (a client that ignores context
+	// deadlines, re-dials or retries) does not hold the round up.
+	for _, i := range idx {
+		go func() {
+			res, err := call(rctx, q.servers[i])
+			if err == nil && len(res) < 2 {
+				err = fmt.Errorf("unexpected reply %v", res)
+			}
+			replies <- reply{i, res, err}
+		}()
 	}
 	pending := len(idx)
 	defer func() {
@@ -215,7 +237,13 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 			cancel()
 		}()
 	}()
+	answered := make([]bool, len(q.servers))
 	var t tally
+	fail := func(i int, err error) {
+		err = fmt.Errorf("lease: %s %q on server %d (%s): %w", op, name, i, q.addrs[i], err)
+		q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+		t.errs = append(t.errs, err)
+	}
 	for pending > 0 {
 		if decided != nil && decided(t) {
 			return t
@@ -224,20 +252,30 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		select {
 		case r = <-replies:
 		case <-rctx.Done():
-			silent := len(idx) - len(t.yes) - len(t.no) - len(t.errs)
-			err := fmt.Errorf("lease: %s: %d server(s) did not answer: %w", name, silent, context.Cause(rctx))
-			for range silent {
-				q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+			// Each server still silent has failed: the caller's context
+			// ended, or the server used up its budget.
+			why := fmt.Errorf("%w (%s budget)", ErrRedisTimeout, budget)
+			if ended(ctx) {
+				why = context.Cause(ctx)
+				if why == nil {
+					why = context.DeadlineExceeded
+				}
 			}
-			t.errs = append(t.errs, err)
+			for _, i := range idx {
+				if !answered[i] {
+					fail(i, why)
+				}
+			}
 			return t
 		}
 		pending--
+		answered[r.i] = true
 		switch {
 		case r.err != nil:
-			err := fmt.Errorf("lease: %s on server %d: %w", name, r.i, r.err)
-			q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
-			t.errs = append(t.errs, err)
+			if isReply(r.err) {
+				t.replied++
+			}
+			fail(r.i, explain(ctx, rctx, budget, r.err))
 		case r.res[0] == 1:
 			t.yes = append(t.yes, r.i)
 			t.vals = append(t.vals, r.res[1])
@@ -266,7 +304,8 @@ func (q *Quorum) decided(t tally) bool {
 }
 
 func (t tally) quorumError(op string, needed, of int) error {
-	return &QuorumError{Op: op, OK: len(t.yes), Needed: needed, Of: of, Errs: t.errs}
+	answered := len(t.yes) + len(t.no) + t.replied
+	return &QuorumError{Op: op, OK: len(t.yes), Needed: needed, Of: of, Answered: answered, Errs: t.errs}
 }
 
 // Acquire takes the lease on name for ttl on a majority of the servers,
@@ -319,7 +358,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 	sent := q.now()
 	valid := func() bool { return q.now().Sub(sent) < ttl-q.drift(ttl) }
 
-	grant := q.round(ctx, name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+	grant := q.round(ctx, "acquire", name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
 		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds()).Int64Slice()
 	})
 	granted := len(grant.yes) >= need && valid()
@@ -342,7 +381,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 		fence = max(fence, f)
 	}
 	fence++
-	written := q.round(ctx, name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys[:2], token, fence, q.opts.FenceTTL.Milliseconds()))
+	written := q.round(ctx, "fence", name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys[:2], token, fence, q.opts.FenceTTL.Milliseconds()))
 	if len(written.yes) < need || !valid() {
 		// A pause between the rounds let the lease run out on too many
 		// servers: this fence must not be used.
@@ -374,7 +413,7 @@ func (q *Quorum) abandon(ctx context.Context, name, token string, ttl time.Durat
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
 	defer cancel()
 	key, _ := Keys(name)
-	q.round(rctx, name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
+	q.round(rctx, "release", name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
 }
 
 // release deletes the lease on every server where it is ours. It is
@@ -384,7 +423,7 @@ func (q *Quorum) release(ctx context.Context, l *Lease) error {
 	// Every server's answer is awaited: a release leaves no copy behind
 	// that it could still delete. Where the lease is not ours, a tombstone
 	// refuses a grant of ours that the network still holds.
-	t := q.round(ctx, l.name, nil, l.ttl, nil, yesNo(quorumAbandonScript, []string{l.key, tombstoneKey(l.name, l.token)}, l.token, l.ttl.Milliseconds()))
+	t := q.round(ctx, "release", l.name, nil, l.ttl, nil, yesNo(quorumAbandonScript, []string{l.key, tombstoneKey(l.name, l.token)}, l.token, l.ttl.Milliseconds()))
 	return q.verdict(t, "release", l)
 }
 
@@ -392,7 +431,7 @@ func (q *Quorum) release(ctx context.Context, l *Lease) error {
 // when a majority took it within the new validity time.
 func (q *Quorum) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
 	sent := q.now()
-	t := q.round(ctx, l.name, nil, ttl, q.decided, yesNo(extendScript, []string{l.key}, l.token, ttl.Milliseconds()))
+	t := q.round(ctx, "extend", l.name, nil, ttl, q.decided, yesNo(extendScript, []string{l.key}, l.token, ttl.Milliseconds()))
 	if err := q.verdict(t, "extend", l); err != nil {
 		return err
 	}
