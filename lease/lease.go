@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ const MaxNameBytes = 4096
 type Options struct {
 	// Retries is how many more times Acquire tries after finding the lease
 	// busy, sleeping a capped exponential backoff with jitter in between.
+	// Any other failure (Redis unavailable, no quorum) is returned at once.
 	// Default: 0 (one attempt).
 	Retries int
 	// RedisTimeout bounds each step with one Redis server: an acquisition
@@ -120,8 +122,8 @@ type Client struct {
 // New returns a Client. rdb is any go-redis client (a [redis.UniversalClient]
 // satisfies [redis.Scripter]).
 func New(rdb redis.Scripter, opts Options) (*Client, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	if isNil(rdb) {
+		return nil, fmt.Errorf("%w: nil Redis client (%T)", ErrInvalidOptions, rdb)
 	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
@@ -243,6 +245,20 @@ func (l *Lease) Fence() int64 { return l.fence }
 
 // TTL returns the TTL the lease was acquired or last extended with.
 func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// isNil reports whether rdb is nil, or an interface holding a nil pointer
+// (a (*redis.Client)(nil) is a non-nil redis.Scripter, and panics on use).
+func isNil(rdb redis.Scripter) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
 
 func validName(name string) error {
 	if name == "" {

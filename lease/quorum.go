@@ -87,15 +87,21 @@ type Quorum struct {
 }
 
 // NewQuorum returns a Quorum over servers, one client per independent
-// Redis master (use an odd number, 3 or 5). A majority, len(servers)/2+1,
-// must grant every lease.
+// Redis master. A majority, len(servers)/2+1, must grant every lease. Use
+// an odd number, 3 or 5: an even number is accepted, and as safe (any two
+// majorities of it still share a server), but survives no more failed
+// servers than one fewer would (4 survive one, as 3 do; 2 survive none).
+// It is accepted because it is safe, and because dropping one server from
+// an odd set leaves an even one whose majorities still meet the old set's
+// (3 of 4 and 3 of 5 share a server), so a fleet can pass through it while
+// a server is replaced.
 func NewQuorum(servers []redis.Scripter, opts QuorumOptions) (*Quorum, error) {
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("%w: no Redis servers", ErrInvalidOptions)
 	}
 	for i, s := range servers {
-		if s == nil {
-			return nil, fmt.Errorf("%w: Redis client %d is nil", ErrInvalidOptions, i)
+		if isNil(s) {
+			return nil, fmt.Errorf("%w: Redis client %d is nil (%T)", ErrInvalidOptions, i, s)
 		}
 	}
 	opts.setDefaults()
@@ -309,9 +315,12 @@ func (t tally) quorumError(op string, needed, of int) error {
 }
 
 // Acquire takes the lease on name for ttl on a majority of the servers,
-// trying up to 1+Retries times with capped, jittered backoff. When other
-// holders keep it, it returns a [*BusyError] (errors.Is ErrLeaseBusy); when
-// a majority cannot be reached, a [*QuorumError] (errors.Is ErrNoQuorum).
+// trying again (up to Retries times, with capped, jittered backoff) only
+// while other holders keep it. When they still do, it returns a
+// [*BusyError] (errors.Is ErrLeaseBusy); when a majority cannot be
+// reached, at once a [*QuorumError] (errors.Is ErrNoQuorum): a retry would
+// cost another ServerTimeout for servers that are down, and the caller (an
+// [Election]'s campaign) decides when to try again.
 // In both cases nothing is held: what a failed attempt took is released.
 // Every attempt has a token of its own, so that a message of an earlier
 // attempt that the network delays (its grant, its release) can only touch
@@ -335,9 +344,10 @@ func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 			return l, nil
 		}
 		var busy *BusyError
-		if errors.As(err, &busy) {
-			q.opts.observe(ctx, Event{Kind: EventBusy, Name: name, Remaining: busy.Remaining})
+		if !errors.As(err, &busy) {
+			return nil, err
 		}
+		q.opts.observe(ctx, Event{Kind: EventBusy, Name: name, Remaining: busy.Remaining})
 		if attempt >= q.opts.Retries {
 			return nil, err
 		}
