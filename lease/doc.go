@@ -62,15 +62,17 @@
 //
 //  1. Grant (quorum_acquire.lua, atomic on each server): SET {N}:l token NX
 //     PX ttl, and where that succeeded, read the server's fence floor,
-//     max({N}:f, the server's clock in µs). The lease is granted when M
-//     servers said yes and the validity, TTL − elapsed − drift (drift =
-//     TTL × DriftFactor + 2 ms, elapsed measured from before the first
-//     request was sent), is still positive.
+//     max({N}:f, the server's clock in µs), and whether the server may have
+//     lost a lease in a restart (below). The lease is granted when M
+//     servers said yes, not counting such a server, and the validity,
+//     TTL − elapsed − drift (drift = TTL × DriftFactor + 2 ms, elapsed
+//     measured from before the first request was sent), is still positive.
 //  2. Fence write-back (quorum_fence.lua, atomic on each server): F = the
 //     largest floor the granting servers returned, plus one, is written to
 //     {N}:f on each granting server — only where {N}:l still holds this
-//     holder's token, and never lowering the key. F is handed out only when
-//     M servers took it and the validity is still positive.
+//     holder's token, and never lowering the key — and {N}:r records the
+//     server's run_id. F is handed out only when M servers took it and the
+//     validity is still positive.
 //
 // Any other outcome releases the lease wherever it is still the attempt's
 // (token-checked) and fails: [*BusyError] when holders kept it, a
@@ -132,12 +134,39 @@
 //     for a TTL, never give two holders.
 //   - Servers that crash (up to N − M): a grant and an extension need only
 //     M answers, and every majority still meets every earlier write-back
-//     set. A server that comes back without its data may have lost {N}:l
-//     and {N}:f: Redlock's mutual exclusion then needs it to stay down for
-//     a TTL (or persistence with fsync), as with any Redlock; the fence
-//     floor still includes the server's clock, so a restarted server's
-//     floor is not 0, and a majority's maximum still includes a server that
-//     kept its data whenever fewer than M lost theirs.
+//     set. The fence floor includes the server's clock, so a restarted
+//     server's floor is not 0, and a majority's maximum still includes a
+//     server that kept its data whenever fewer than M lost theirs.
+//   - A server s that restarts without its data (no persistence, or a
+//     snapshot older than the lease) has lost {N}:l, and a lease A granted
+//     by exactly M servers, s among them, now holds on M − 1: plain Redlock
+//     needs s to stay down for a TTL. Here the grant script reads s's uptime
+//     and run_id (INFO server), and {N}:r, which every fence write-back sets
+//     to the run_id of the server taking it: s "took part" when {N}:r holds
+//     its current run_id (a restart changes the run_id, so a snapshot's old
+//     {N}:r does not count). A yes from s does not count when s is up for
+//     less than RestartQuarantine (default: the TTL), has not taken part
+//     since it started, some server knows N ({N}:f or {N}:r is there) and
+//     not every other server said yes. (A lease that still holds on M
+//     servers without s leaves B too few others.) A's extensions can no
+//     longer reach M, so its lease ends within its TTL of the restart, and
+//     while it is valid s is younger than the quarantine; s takes no
+//     write-back meanwhile, since only a counted grant is written back; and A's
+//     servers that kept their data hold A's lease, so they either say no to
+//     B or do not answer, and know N: B cannot count s whenever it reaches
+//     one of them or any server that took an earlier lease on N. The case
+//     left: B reaches none of A's other servers and no server it reaches
+//     knows N, which takes a restart, B cut off from A's other servers, and
+//     A's lease the first on N within FenceTTL to have been granted without
+//     the servers B reaches. Persistence with appendfsync always removes
+//     restarts that lose data (then set RestartQuarantine negative).
+//     RestartQuarantine must be at least the longest TTL any holder gives N;
+//     the uptime is the server's own clock reading, so one that steps
+//     forward just after a restart shortens the quarantine. A name no server
+//     knows counts every server at once (a new deployment); a server that
+//     started less than the quarantine ago and has not taken a lease on a
+//     known name counts once every server answers with none holding the
+//     lease, or once its quarantine ends.
 //   - A partition: the side with a majority can grant; the minority side
 //     gets a [*QuorumError] or a [*BusyError] and holds nothing. A holder
 //     cut off from its lease's majority cannot extend it and loses it when

@@ -42,3 +42,9 @@ var (
 	// timeouts and retries are.
 	ErrRedisTimeout = errors.New("lease: no answer in time")
 )
+
+// ErrServerRestarted is the error of a [Quorum] server whose grant did not
+// count: it restarted less than the RestartQuarantine ago and has not taken
+// a lease on the name since, so it may have lost a lease that is still
+// valid (see the package documentation).
+var ErrServerRestarted = errors.New("lease: Redis server started recently")

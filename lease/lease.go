@@ -135,8 +135,9 @@ func New(rdb redis.Scripter, opts Options) (*Client, error) {
 // Keys returns the Redis keys that hold the lease and the fencing counter for
 // name. Both carry the hash tag {name}, so they share one Cluster slot with
 // any other key that starts with "{name}". A [Quorum] also leaves
-// "{name}:a:<token>" for a TTL where a release found no grant of that token
-// (see the package documentation).
+// "{name}:a:<token>" for a TTL where a release found no grant of that token,
+// and "{name}:r", the server's run_id, with the fence (see the package
+// documentation).
 func Keys(name string) (leaseKey, fenceKey string) {
 	return "{" + name + "}:l", "{" + name + "}:f"
 }

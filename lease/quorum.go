@@ -15,13 +15,16 @@ import (
 )
 
 var (
+	//go:embed quorum_server.lua
+	quorumServerSrc string
+
 	//go:embed quorum_acquire.lua
 	quorumAcquireSrc    string
-	quorumAcquireScript = redis.NewScript(fencelua.FloorSource + quorumAcquireSrc)
+	quorumAcquireScript = redis.NewScript(fencelua.FloorSource + quorumServerSrc + quorumAcquireSrc)
 
 	//go:embed quorum_fence.lua
 	quorumFenceSrc    string
-	quorumFenceScript = redis.NewScript(quorumFenceSrc)
+	quorumFenceScript = redis.NewScript(quorumServerSrc + quorumFenceSrc)
 
 	//go:embed quorum_abandon.lua
 	quorumAbandonSrc    string
@@ -31,6 +34,10 @@ var (
 // tombstoneKey is where a quorum's release leaves a tombstone for token:
 // a grant of that token that arrives later finds it and takes nothing.
 func tombstoneKey(name, token string) string { return "{" + name + "}:a:" + token }
+
+// runKey is where a quorum's fence write-back records the server's run_id:
+// the server has taken a fenced lease on name since it last started.
+func runKey(name string) string { return "{" + name + "}:r" }
 
 // QuorumOptions configures a [Quorum]. The zero value is valid: the
 // defaults of [Options], a drift factor of 0.01, and a tenth of the TTL (at
@@ -49,6 +56,15 @@ type QuorumOptions struct {
 	// itself at that time, rather than on its own ReadTimeout. Default:
 	// RedisTimeout when set, otherwise TTL/10, at most 1s.
 	ServerTimeout time.Duration
+	// RestartQuarantine is how long after a server restarted its grant may
+	// not count towards a majority, while another server holds the lease
+	// or does not answer and some server shows the name was leased before:
+	// the restart may have lost a lease that is still valid (see the
+	// package documentation). It must be at least the longest TTL any
+	// holder gives the name, extensions included. Default: the TTL being
+	// acquired; negative: off (servers that persist every write with
+	// fsync, and so never lose a lease).
+	RestartQuarantine time.Duration
 }
 
 func (o *QuorumOptions) setDefaults() {
@@ -185,6 +201,13 @@ type tally struct {
 	// replied is how many of errs are error replies: those servers
 	// answered.
 	replied int
+	// restarted is how many servers said yes to a grant that did not
+	// count: they restarted within the quarantine (their errors are in
+	// errs).
+	restarted int
+	// flags and up are each server's third and fourth reply values, by
+	// server index, where a reply had them (a grant's).
+	flags, up map[int]int64
 }
 
 // round sends op's call to the servers at idx (all when idx is empty) at
@@ -289,8 +312,71 @@ func (q *Quorum) round(ctx context.Context, op, name string, idx []int, ttl time
 			t.no = append(t.no, r.i)
 			t.left = max(t.left, r.res[1])
 		}
+		if r.err == nil && len(r.res) >= 4 {
+			if t.flags == nil {
+				t.flags, t.up = map[int]int64{}, map[int]int64{}
+			}
+			t.flags[r.i], t.up[r.i] = r.res[2], r.res[3]
+		}
 	}
 	return t
+}
+
+// Flags of a grant's reply (quorum_acquire.lua).
+const (
+	// flagRestarted: the server restarted less than the quarantine ago and
+	// has taken no fenced lease on the name since.
+	flagRestarted = 1
+	// flagKnown: the server holds the name's fence or run key.
+	flagKnown = 2
+)
+
+// restartQuarantine is how long a restarted server's grants of a lease of
+// ttl do not count (0: off).
+func (q *Quorum) restartQuarantine(ttl time.Duration) time.Duration {
+	switch {
+	case q.opts.RestartQuarantine < 0:
+		return 0
+	case q.opts.RestartQuarantine > 0:
+		return q.opts.RestartQuarantine
+	}
+	return ttl
+}
+
+// screen takes out of a grant's yes answers those of servers that
+// restarted within the quarantine and have taken no fenced lease on the
+// name since, when such a server may have lost a lease that is still
+// valid: some server shows that the name was leased (its fence or run key
+// is there) and not every other server said yes (one holds the lease, or
+// did not answer, and may hold it). A lease that a restart lost ends within
+// its TTL of the restart, so a server younger than the quarantine is the
+// only kind that can have lost a valid one; when every server answered and
+// none holds the lease, no lease is valid, and the restarted server counts
+// (and its write-back records that it has taken part since its start).
+func (q *Quorum) screen(ctx context.Context, name string, t *tally, quarantine time.Duration) {
+	if quarantine <= 0 || len(t.no) == 0 && len(t.errs) == 0 {
+		return
+	}
+	known := false
+	for _, f := range t.flags {
+		known = known || f&flagKnown != 0
+	}
+	if !known {
+		return // a name never leased (or not for FenceTTL): nothing to lose
+	}
+	yes, vals := t.yes[:0:0], t.vals[:0:0]
+	for k, i := range t.yes {
+		if t.flags[i]&flagRestarted == 0 {
+			yes, vals = append(yes, i), append(vals, t.vals[k])
+			continue
+		}
+		err := fmt.Errorf("lease: acquire %q on server %d (%s): %w (up %ds) and has taken no lease on the name since: not counted until up %s, as it may have lost one in a restart",
+			name, i, q.addrs[i], ErrServerRestarted, t.up[i], quarantine)
+		q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+		t.errs = append(t.errs, err)
+		t.restarted++
+	}
+	t.yes, t.vals = yes, vals
 }
 
 // yesNo is a round's call of a script that answers 1 (done) or 0 (the
@@ -310,7 +396,7 @@ func (q *Quorum) decided(t tally) bool {
 }
 
 func (t tally) quorumError(op string, needed, of int) error {
-	answered := len(t.yes) + len(t.no) + t.replied
+	answered := len(t.yes) + len(t.no) + t.replied + t.restarted
 	return &QuorumError{Op: op, OK: len(t.yes), Needed: needed, Of: of, Answered: answered, Errs: t.errs}
 }
 
@@ -363,14 +449,16 @@ func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 // within the validity time.
 func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration) (*Lease, error) {
 	key, fenceKey := Keys(name)
-	keys := []string{key, fenceKey, tombstoneKey(name, token)}
+	keys := []string{key, fenceKey, tombstoneKey(name, token), runKey(name)}
 	n, need := len(q.servers), q.Majority()
 	sent := q.now()
 	valid := func() bool { return q.now().Sub(sent) < ttl-q.drift(ttl) }
 
+	quarantine := q.restartQuarantine(ttl)
 	grant := q.round(ctx, "acquire", name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
-		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds()).Int64Slice()
+		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds(), quarantine.Milliseconds()).Int64Slice()
 	})
+	q.screen(ctx, name, &grant, quarantine)
 	granted := len(grant.yes) >= need && valid()
 	if q.afterGrant != nil {
 		q.afterGrant(ctx, granted)
@@ -380,7 +468,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 		switch {
 		case len(grant.yes) >= need:
 			return nil, fmt.Errorf("%w: %s: granted by %d of %d servers after its validity (TTL %s less drift %s) had passed", ErrLeaseLost, name, len(grant.yes), n, ttl, q.drift(ttl))
-		case len(grant.no) == 0 || len(grant.yes)+len(grant.no) < need:
+		case len(grant.no) == 0 || len(grant.yes)+len(grant.no)+grant.restarted < need:
 			// The failures alone kept the majority out of reach.
 			return nil, grant.quorumError("acquire", need, n)
 		}
@@ -391,7 +479,7 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 		fence = max(fence, f)
 	}
 	fence++
-	written := q.round(ctx, "fence", name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys[:2], token, fence, q.opts.FenceTTL.Milliseconds()))
+	written := q.round(ctx, "fence", name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, []string{key, fenceKey, runKey(name)}, token, fence, q.opts.FenceTTL.Milliseconds()))
 	if len(written.yes) < need || !valid() {
 		// A pause between the rounds let the lease run out on too many
 		// servers: this fence must not be used.
