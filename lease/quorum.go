@@ -24,7 +24,7 @@ var (
 
 	//go:embed quorum_fence.lua
 	quorumFenceSrc    string
-	quorumFenceScript = redis.NewScript(quorumServerSrc + quorumFenceSrc)
+	quorumFenceScript = redis.NewScript(quorumFenceSrc)
 
 	//go:embed quorum_abandon.lua
 	quorumAbandonSrc    string
@@ -216,7 +216,7 @@ type tally struct {
 // the calls still out then go on to their end, so that slow servers still
 // take the step, and a dead minority does not cost every step the whole
 // deadline. call returns {1, v, ...} for yes and {0, v, ...} for no.
-func (q *Quorum) round(ctx context.Context, op, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
+func (q *Quorum) round(ctx context.Context, op, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, i int, rdb redis.Scripter) ([]int64, error)) tally {
 	if len(idx) == 0 {
 		idx = make([]int, len(q.servers))
 		for i := range idx {
@@ -244,7 +244,7 @@ func (q *Quorum) round(ctx context.Context, op, name string, idx []int, ttl time
 	// deadlines, re-dials or retries) does not hold the round up.
 	for _, i := range idx {
 		go func() {
-			res, err := call(rctx, q.servers[i])
+			res, err := call(rctx, i, q.servers[i])
 			if err == nil && len(res) < 2 {
 				err = fmt.Errorf("unexpected reply %v", res)
 			}
@@ -381,8 +381,8 @@ func (q *Quorum) screen(ctx context.Context, name string, t *tally, quarantine t
 
 // yesNo is a round's call of a script that answers 1 (done) or 0 (the
 // lease is not ours there).
-func yesNo(script *redis.Script, keys []string, args ...any) func(context.Context, redis.Scripter) ([]int64, error) {
-	return func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+func yesNo(script *redis.Script, keys []string, args ...any) func(context.Context, int, redis.Scripter) ([]int64, error) {
+	return func(ctx context.Context, _ int, rdb redis.Scripter) ([]int64, error) {
 		ok, err := script.Run(ctx, rdb, keys, args...).Int64()
 		return []int64{ok, 0}, err
 	}
@@ -455,8 +455,25 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 	valid := func() bool { return q.now().Sub(sent) < ttl-q.drift(ttl) }
 
 	quarantine := q.restartQuarantine(ttl)
-	grant := q.round(ctx, "acquire", name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
-		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds(), quarantine.Milliseconds()).Int64Slice()
+	// Each server's run_id, as its grant read it: its write-back records
+	// it. Written by the grant's goroutine for server i before its reply
+	// is sent, read for the granting servers only, after their replies.
+	runIDs := make([]string, n)
+	grant := q.round(ctx, "acquire", name, nil, ttl, nil, func(ctx context.Context, i int, rdb redis.Scripter) ([]int64, error) {
+		v, err := quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds(), quarantine.Milliseconds()).Slice()
+		if err != nil {
+			return nil, err
+		}
+		res := make([]int64, 0, len(v))
+		for _, x := range v {
+			switch x := x.(type) {
+			case int64:
+				res = append(res, x)
+			case string:
+				runIDs[i] = x
+			}
+		}
+		return res, nil
 	})
 	q.screen(ctx, name, &grant, quarantine)
 	granted := len(grant.yes) >= need && valid()
@@ -479,7 +496,11 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 		fence = max(fence, f)
 	}
 	fence++
-	written := q.round(ctx, "fence", name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, []string{key, fenceKey, runKey(name)}, token, fence, q.opts.FenceTTL.Milliseconds()))
+	fenceKeys := []string{key, fenceKey, runKey(name)}
+	written := q.round(ctx, "fence", name, grant.yes, ttl, q.decided, func(ctx context.Context, i int, rdb redis.Scripter) ([]int64, error) {
+		ok, err := quorumFenceScript.Run(ctx, rdb, fenceKeys, token, fence, q.opts.FenceTTL.Milliseconds(), runIDs[i]).Int64()
+		return []int64{ok, 0}, err
+	})
 	if len(written.yes) < need || !valid() {
 		// A pause between the rounds let the lease run out on too many
 		// servers: this fence must not be used.

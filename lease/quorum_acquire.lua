@@ -3,9 +3,9 @@
 -- KEYS[4] the run key (the run_id of this server when it last took a
 -- fence write-back on the name); ARGV[1] the attempt's token, ARGV[2]
 -- lease TTL (ms), ARGV[3] restart quarantine (ms, 0: off).
--- Returns {1, fence floor, flags, uptime s} when the lease was free and is
--- now ours, read in the same atomic step, and {0, remaining ms of the
--- holder's lease, flags, uptime s} when busy. flags: 1 = this server
+-- Returns {1, fence floor, flags, uptime s, run_id} when the lease was free
+-- and is now ours, read in the same atomic step, and {0, remaining ms of
+-- the holder's lease, flags, uptime s, run_id} when busy. flags: 1 = this server
 -- restarted less than the quarantine ago and has taken no fence write-back
 -- on the name since (it may have lost a lease that is still valid);
 -- 2 = this server knows the name (its fence or run key is there).
@@ -27,6 +27,6 @@ if redis.call('EXISTS', KEYS[2], KEYS[4]) > 0 then
   flags = flags + 2
 end
 if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, fence_floor(KEYS[2]), flags, up}
+  return {1, fence_floor(KEYS[2]), flags, up, run}
 end
-return {0, redis.call('PTTL', KEYS[1]), flags, up}
+return {0, redis.call('PTTL', KEYS[1]), flags, up, run}
