@@ -93,9 +93,9 @@ func TestElectionRunEveryOnOneReplica(t *testing.T) {
 					})
 				}()
 			}
-			first := <-enough
+			first := recv(t, enough, "the first leader's runs")
 			cancels[first]() // the leader shuts down: it resigns
-			second := <-enough
+			second := recv(t, enough, "the next leader's runs")
 			if second == first {
 				t.Fatal("the stopped replica kept running the job")
 			}
@@ -103,7 +103,7 @@ func TestElectionRunEveryOnOneReplica(t *testing.T) {
 				c()
 			}
 			for range replicas {
-				if err := <-errs; !errors.Is(err, context.Canceled) {
+				if err := recv(t, errs, "RunEvery's return"); !errors.Is(err, context.Canceled) {
 					t.Fatalf("RunEvery: %v", err)
 				}
 			}
@@ -132,46 +132,52 @@ func TestElectionRunEveryOnOneReplica(t *testing.T) {
 func TestElectionLeaseLostCancelsTheJob(t *testing.T) {
 	rdb := redistest.Client(t)
 	name := redistest.Prefix(t)
-	changes := make(chan bool, 10)
+	changes := make(chan bool, 100)
 	e := newElection(t, newClient(t, rdb, lease.Options{ExtendInterval: 5 * time.Millisecond}), name, lease.ElectionOptions{
 		TTL: time.Minute, RetryInterval: 5 * time.Millisecond,
-		OnChange: func(leading bool, _ int64) { changes <- leading },
+		OnChange: func(leading bool, _ int64) {
+			select {
+			case changes <- leading:
+			default:
+				t.Error("OnChange called more than 100 times")
+			}
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	started := make(chan struct{}, 10)
-	causes := make(chan error, 10)
+	started := make(chan struct{}, 100)
+	causes := make(chan error, 100)
 	done := make(chan error, 1)
 	go func() {
 		done <- e.RunEvery(ctx, time.Hour, func(ctx context.Context) error {
 			started <- struct{}{}
-			<-ctx.Done()
+			waitCtx(t, ctx, "the job's context")
 			causes <- context.Cause(ctx)
 			return nil
 		})
 	}()
-	<-started
-	if !<-changes || !e.Leading() {
+	recv(t, started, "the job")
+	if !recv(t, changes, "OnChange") || !e.Leading() {
 		t.Fatal("not leading while running the job")
 	}
 	key, _ := lease.Keys(name)
 	if err := rdb.Set(context.Background(), key, "another-replica", 50*time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if cause := <-causes; !errors.Is(cause, lease.ErrLeaseLost) {
+	if cause := recv(t, causes, "the job's end"); !errors.Is(cause, lease.ErrLeaseLost) {
 		t.Fatalf("job's context cause %v, want ErrLeaseLost", cause)
 	}
-	if <-changes {
+	if recv(t, changes, "OnChange") {
 		t.Fatal("OnChange did not report the loss")
 	}
 	// The other "replica" lets its lease expire; this one leads again.
-	<-started
-	if !<-changes {
+	recv(t, started, "the job, in the next term")
+	if !recv(t, changes, "OnChange") {
 		t.Fatal("did not lead again")
 	}
 	cancel()
-	<-causes
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	recv(t, causes, "the job's end")
+	if err := recv(t, done, "RunEvery's return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("RunEvery: %v", err)
 	}
 	if e.Leading() {
@@ -183,7 +189,9 @@ func TestElectionLeaseLostCancelsTheJob(t *testing.T) {
 func TestElectionCampaignResign(t *testing.T) {
 	ctx := context.Background()
 	name := redistest.Prefix(t)
-	a := newElection(t, newClient(t, redistest.Client(t), lease.Options{}), name, lease.ElectionOptions{})
+	// A TTL beyond the tests' bound: the follower gets the lease only by
+	// the leader's resignation.
+	a := newElection(t, newClient(t, redistest.Client(t), lease.Options{}), name, lease.ElectionOptions{TTL: time.Minute})
 	b := newElection(t, newClient(t, redistest.Client(t), lease.Options{}), name, lease.ElectionOptions{RetryInterval: time.Millisecond})
 	ta, err := a.Campaign(ctx)
 	if err != nil {
@@ -206,7 +214,7 @@ func TestElectionCampaignResign(t *testing.T) {
 	if ta.Context().Err() == nil || a.Leading() {
 		t.Fatal("resigned term still alive")
 	}
-	tb := <-got
+	tb := recv(t, got, "the follower's campaign")
 	if tb == nil {
 		t.FailNow()
 	}

@@ -19,8 +19,9 @@ const (
 	// EventExtended: KeepAlive (or Using) tried to extend the lease. Err is
 	// nil when it was extended.
 	EventExtended
-	// EventLost: a held lease was lost (an extension found it gone, none
-	// succeeded for a whole TTL, or the extensions ran out); Err is the cause.
+	// EventLost: a held lease was lost (an extension found it gone, or its
+	// validity deadline passed with no extension, or after the last
+	// allowed one); Err is the cause.
 	EventLost
 	// EventReleased: the holder released the lease. Remaining is how much of
 	// its validity was left: how close the work came to losing it.

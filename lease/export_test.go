@@ -6,8 +6,30 @@ import (
 )
 
 // SetQuorumClock makes q read the holder's time from now.
-func SetQuorumClock(q *Quorum, now func() time.Time) { q.now = now }
+func SetQuorumClock(q *Quorum, now func() time.Time) { q.clock = now }
 
 // SetBetweenRounds makes q call hook between granting a lease and writing
 // its fence back: where a holder can be paused.
-func SetBetweenRounds(q *Quorum, hook func(ctx context.Context)) { q.betweenRounds = hook }
+func SetBetweenRounds(q *Quorum, hook func(ctx context.Context)) {
+	q.afterGrant = func(ctx context.Context, granted bool) {
+		if granted {
+			hook(ctx)
+		}
+	}
+}
+
+// SetAfterFailedGrant makes q call hook after a grant round that did not
+// win the lease, before the attempt releases what it took.
+func SetAfterFailedGrant(q *Quorum, hook func(ctx context.Context)) {
+	q.afterGrant = func(ctx context.Context, granted bool) {
+		if !granted {
+			hook(ctx)
+		}
+	}
+}
+
+// SetElectionClock makes e's RunEvery read the time from now and wait with
+// after.
+func SetElectionClock(e *Election, now func() time.Time, after func(time.Duration) <-chan time.Time) {
+	e.now, e.after = now, after
+}

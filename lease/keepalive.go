@@ -17,6 +17,8 @@ type backend interface {
 	// drift is what the holder must subtract from a TTL that was set at a
 	// time it measured, for clocks that run at different rates.
 	drift(ttl time.Duration) time.Duration
+	// now is the holder's clock.
+	now() time.Time
 }
 
 var (
@@ -26,33 +28,41 @@ var (
 
 // KeepAlive extends the lease in the background every ExtendInterval, up to
 // MaxExtensions times, until stop is called or ctx is done. The returned
-// context is ctx, cancelled with cause [ErrLeaseLost] when an extension finds
-// the lease gone (or none succeeds for a whole TTL), and with
-// [ErrExtensionsExhausted] when the lease runs out after the last extension.
+// context is ctx, cancelled at the lease's validity deadline ([Lease.Until],
+// which every successful extension moves on) with cause [ErrLeaseLost] (or
+// [ErrExtensionsExhausted] after the last allowed extension), and with
+// [ErrLeaseLost] as soon as an extension finds the lease gone. The deadline
+// is the end of the lease by the holder's clock, counted from when the
+// acquisition or extension was sent, less the clock drift allowance; an
+// extension that has not answered by then does not keep the work alive.
 // stop ends the background work, waits for it, and returns that cause, or nil
 // while the lease is still held. stop is safe to call more than once.
 func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func() error) {
 	return l.keepAlive(ctx, l.b.options().MaxExtensions)
 }
 
+// extendInterval is how often KeepAlive extends the lease.
+func (l *Lease) extendInterval() time.Duration {
+	interval := l.b.options().ExtendInterval
+	if interval <= 0 {
+		interval = l.ttl / 3
+	}
+	return max(interval, time.Millisecond)
+}
+
 // keepAlive is KeepAlive with at most limit extensions.
 func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func() error) {
 	kctx, cancel := context.WithCancelCause(ctx)
 	opts := l.b.options()
-	interval := opts.ExtendInterval
-	if interval <= 0 {
-		interval = l.ttl / 3
-	}
-	interval = max(interval, time.Millisecond)
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	var lost error
 	go func() {
 		defer close(done)
-		lost = l.keep(kctx, quit, interval, limit)
+		lost = l.keep(kctx, quit, l.extendInterval(), limit)
 		if lost != nil {
+			cancel(lost) // first: the work stops before anything else runs
 			opts.observe(ctx, Event{Kind: EventLost, Name: l.name, Fence: l.fence, Err: lost})
-			cancel(lost)
 		}
 	}()
 	var once sync.Once
@@ -66,49 +76,73 @@ func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func
 	}
 }
 
-// keep runs the extension loop; it returns the cause of losing the lease, or
-// nil when told to quit or when ctx ends.
+// keep runs the extensions and watches the validity deadline; it returns
+// the cause of losing the lease, or nil when told to quit or when ctx ends.
+// Each extension runs on a goroutine of its own, so that one that hangs
+// does not hold the deadline up; one still out when keep returns is
+// cancelled, and its result is not reported.
 func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Duration, limit int) error {
 	opts := l.b.options()
-	t := time.NewTimer(min(interval, max(l.remaining(time.Now()), time.Millisecond)))
-	defer t.Stop()
-	for n := 0; ; {
-		if n >= limit {
-			// No more extensions: the lease runs out at its TTL.
-			t.Reset(l.remaining(time.Now()))
-			select {
-			case <-t.C:
-				return ErrExtensionsExhausted
-			case <-quit:
-				return nil
-			case <-ctx.Done():
-				return nil
-			}
-		}
+	deadline := time.NewTimer(l.remaining())
+	defer deadline.Stop()
+	next := time.NewTimer(min(interval, max(l.remaining(), time.Millisecond)))
+	defer next.Stop()
+	ectx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ecancel()
+	results := make(chan error, 1) // buffered: an extension never waits for keep
+	var (
+		n       int   // successful extensions
+		last    error // the last extension's error, while none succeeded since
+		pending bool  // an extension is out
+	)
+	for {
 		select {
 		case <-quit:
 			return nil
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-deadline.C:
+			if r := l.remaining(); r > 0 { // an extension moved the deadline on
+				deadline.Reset(r)
+				continue
+			}
+			switch {
+			case n >= limit:
+				return ErrExtensionsExhausted
+			case last != nil:
+				return fmt.Errorf("%w: the validity ended with no extension since: %w", ErrLeaseLost, last)
+			}
+			return fmt.Errorf("%w: the validity ended before an extension answered", ErrLeaseLost)
+		case <-next.C:
+			if pending || n >= limit {
+				continue
+			}
+			pending = true
+			go func() {
+				c, cancel := context.WithTimeout(ectx, interval)
+				defer cancel()
+				results <- l.Extend(c, l.ttl)
+			}()
+		case err := <-results:
+			pending = false
+			opts.observe(ctx, Event{Kind: EventExtended, Name: l.name, Fence: l.fence, Err: err})
+			if opts.OnExtend != nil {
+				opts.OnExtend(l, err)
+			}
+			switch {
+			case err == nil:
+				n++
+				last = nil
+				deadline.Reset(l.remaining())
+			case errors.Is(err, ErrLeaseLost):
+				return err
+			default:
+				last = err
+			}
+			if n < limit {
+				next.Reset(min(interval, max(l.remaining(), time.Millisecond)))
+			}
 		}
-		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
-		err := l.Extend(ectx, l.ttl)
-		ecancel()
-		opts.observe(ctx, Event{Kind: EventExtended, Name: l.name, Fence: l.fence, Err: err})
-		if opts.OnExtend != nil {
-			opts.OnExtend(l, err)
-		}
-		switch {
-		case err == nil:
-			n++
-		case errors.Is(err, ErrLeaseLost):
-			return ErrLeaseLost
-		case l.remaining(time.Now()) <= 0:
-			// Redis did not answer for a whole TTL: assume the lease is gone.
-			return fmt.Errorf("%w: %w", ErrLeaseLost, err)
-		}
-		t.Reset(min(interval, max(l.remaining(time.Now()), time.Millisecond)))
 	}
 }
 
@@ -126,25 +160,31 @@ func using(ctx context.Context, ttl time.Duration, acquire func() (*Lease, error
 	began := time.Now()
 	fnErr := fn(kctx, l)
 	l.b.options().observe(ctx, Event{Kind: EventWork, Name: l.name, Fence: l.fence, Duration: time.Since(began), Err: fnErr})
-	lost := stop()
+	if lost := stop(); lost != nil {
+		// The validity is over or the lease is gone: there is nothing
+		// that is surely ours left to release, and fn must not wait for
+		// a server that may not answer.
+		return errors.Join(fnErr, lost)
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(ttl))
 	defer cancel()
 	relErr := l.Release(rctx)
-	if lost != nil || errors.Is(relErr, ErrLeaseLost) {
-		if lost == nil {
-			lost = ErrLeaseLost
-		}
-		return errors.Join(fnErr, lost)
+	if errors.Is(relErr, ErrLeaseLost) {
+		return errors.Join(fnErr, ErrLeaseLost)
 	}
 	return errors.Join(fnErr, relErr)
 }
 
 // Using acquires the lease on name, runs fn while holding it, extends it in
 // the background (see [Lease.KeepAlive]), and releases it when fn returns.
-// fn's context is cancelled when the lease is lost; Using then returns an
-// error matching [ErrLeaseLost] (or [ErrExtensionsExhausted]) joined with
-// fn's own error. When the lease is busy, fn does not run and Using returns
-// a [*BusyError].
+// fn's context is cancelled at the lease's validity deadline unless an
+// extension moved it on, and as soon as an extension finds the lease lost;
+// Using then returns, once fn has, an error matching [ErrLeaseLost] (or
+// [ErrExtensionsExhausted]) joined with fn's own error, without releasing.
+// The deadline comes before the lease can end in Redis by the clock drift
+// allowance (1% of the TTL plus 2ms): fn must return within it after its
+// context is cancelled, or fence its writes with [Lease.Fence]. When the
+// lease is busy, fn does not run and Using returns a [*BusyError].
 func (c *Client) Using(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error) error {
 	return using(ctx, ttl, func() (*Lease, error) { return c.Acquire(ctx, name, ttl) }, fn)
 }

@@ -8,7 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
+	"reflect"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,8 +39,19 @@ const MaxNameBytes = 4096
 type Options struct {
 	// Retries is how many more times Acquire tries after finding the lease
 	// busy, sleeping a capped exponential backoff with jitter in between.
+	// Any other failure (Redis unavailable, no quorum) is returned at once.
 	// Default: 0 (one attempt).
 	Retries int
+	// RedisTimeout bounds each step with one Redis server: an acquisition
+	// attempt, an extension, a release (for a [Quorum], each server's part
+	// of a round, unless [QuorumOptions].ServerTimeout is set). A server
+	// that has not answered within it has failed ([ErrRedisTimeout]),
+	// whatever the go-redis client's own timeouts and retries are: the step
+	// runs on a goroutine of its own, which stops being waited for. The
+	// caller's context bounds every step too. Default: for a [Client], the
+	// lease's validity (TTL less the drift allowance), at most 1s; for a
+	// Quorum, ServerTimeout's default.
+	RedisTimeout time.Duration
 	// RetryBase is the first backoff. Default: 10ms.
 	RetryBase time.Duration
 	// RetryMax caps the backoff. Default: 1s.
@@ -48,8 +60,8 @@ type Options struct {
 	// Default: a third of the lease TTL.
 	ExtendInterval time.Duration
 	// MaxExtensions bounds the extensions of one KeepAlive or Using; after the
-	// last one the lease runs out at its TTL and the work's context is
-	// cancelled with [ErrExtensionsExhausted]. Default: 100.
+	// last one the work's context is cancelled at the lease's validity
+	// deadline with [ErrExtensionsExhausted]. Default: 100.
 	MaxExtensions int
 	// FenceTTL is how long the fencing counter outlives its last acquisition.
 	// It must outlast any pause of a holder. Default: 24h.
@@ -87,6 +99,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: RetryBase and RetryMax must not be negative", ErrInvalidOptions)
 	case o.RetryMax < o.RetryBase:
 		return fmt.Errorf("%w: RetryMax %s is below RetryBase %s", ErrInvalidOptions, o.RetryMax, o.RetryBase)
+	case o.RedisTimeout < 0:
+		return fmt.Errorf("%w: RedisTimeout must not be negative", ErrInvalidOptions)
 	case o.ExtendInterval < 0:
 		return fmt.Errorf("%w: ExtendInterval must not be negative", ErrInvalidOptions)
 	case o.MaxExtensions < 0:
@@ -101,25 +115,29 @@ func (o *Options) validate() error {
 // safe for concurrent use.
 type Client struct {
 	rdb  redis.Scripter
+	addr string // the server's address, for errors
 	opts Options
 }
 
 // New returns a Client. rdb is any go-redis client (a [redis.UniversalClient]
 // satisfies [redis.Scripter]).
 func New(rdb redis.Scripter, opts Options) (*Client, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	if isNil(rdb) {
+		return nil, fmt.Errorf("%w: nil Redis client (%T)", ErrInvalidOptions, rdb)
 	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, opts: opts}, nil
+	return &Client{rdb: rdb, addr: serverAddr(rdb), opts: opts}, nil
 }
 
 // Keys returns the Redis keys that hold the lease and the fencing counter for
 // name. Both carry the hash tag {name}, so they share one Cluster slot with
-// any other key that starts with "{name}".
+// any other key that starts with "{name}". A [Quorum] also leaves
+// "{name}:a:<token>" for a TTL where a release found no grant of that token,
+// and "{name}:r", the server's run_id, with the fence (see the package
+// documentation).
 func Keys(name string) (leaseKey, fenceKey string) {
 	return "{" + name + "}:l", "{" + name + "}:f"
 }
@@ -150,10 +168,14 @@ type Lease struct {
 	fence    int64
 	ttl      time.Duration
 
-	// validUntil is when the lease runs out unless extended, by the
-	// holder's clock (Unix ns): the send time of the acquisition or of the
-	// last extension, plus the TTL, less the drift.
-	validUntil atomic.Int64
+	// mu guards until: when the lease's validity ends unless extended, by
+	// the holder's clock (monotonic where the clock gives it): the send
+	// time of the acquisition or of the last extension, plus the TTL, less
+	// the drift allowance; and moved, closed (and replaced) when until
+	// moves.
+	mu    sync.Mutex
+	until time.Time
+	moved chan struct{}
 }
 
 // newLease returns a held lease whose validity counts from sent.
@@ -165,13 +187,38 @@ func newLease(b backend, name, token string, fence int64, ttl time.Duration, sen
 }
 
 func (l *Lease) setValidFrom(sent time.Time, ttl time.Duration) {
-	l.validUntil.Store(sent.Add(ttl - l.b.drift(ttl)).UnixNano())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = sent.Add(ttl - l.b.drift(ttl))
+	if l.moved != nil {
+		close(l.moved)
+	}
+	l.moved = make(chan struct{})
 }
 
-// remaining returns how much of the lease's validity is left at now.
-func (l *Lease) remaining(now time.Time) time.Duration {
-	return time.Duration(l.validUntil.Load() - now.UnixNano())
+// untilMoved returns a channel that is closed when the validity deadline
+// next moves (an extension succeeded).
+func (l *Lease) untilMoved() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.moved
 }
+
+// Until returns when the lease's validity ends, by the holder's clock: the
+// time the acquisition or the last successful extension was sent, plus its
+// TTL, less the clock drift allowance. Redis keeps the lease at least until
+// then (it started the TTL on receiving the request), unless its clock runs
+// faster than the allowance covers; after it, another holder may have the
+// lease. [Lease.KeepAlive] and [Client.Using] cancel the work at this time.
+func (l *Lease) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// remaining returns how much of the lease's validity is left by the
+// holder's clock.
+func (l *Lease) remaining() time.Duration { return l.Until().Sub(l.b.now()) }
 
 // Name returns the lease's name.
 func (l *Lease) Name() string { return l.name }
@@ -200,6 +247,20 @@ func (l *Lease) Fence() int64 { return l.fence }
 // TTL returns the TTL the lease was acquired or last extended with.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
+// isNil reports whether rdb is nil, or an interface holding a nil pointer
+// (a (*redis.Client)(nil) is a non-nil redis.Scripter, and panics on use).
+func isNil(rdb redis.Scripter) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
 func validName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidName)
@@ -213,6 +274,29 @@ func validName(name string) error {
 func validTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("%w: got %s", ErrInvalidTTL, ttl)
+	}
+	return nil
+}
+
+// defaultDriftFactor is the share of the TTL allowed for clock drift: a
+// Client's, and a Quorum's by default.
+const defaultDriftFactor = 0.01
+
+// driftAllowance is TTL × factor + 2ms: what the holder subtracts from a
+// TTL it measured from the send time, for clocks that run at different
+// rates and for Redis' millisecond expiry.
+func driftAllowance(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
+}
+
+// validTTLFor checks ttl, and that something is left of it after b's drift
+// allowance.
+func validTTLFor(b backend, ttl time.Duration) error {
+	if err := validTTL(ttl); err != nil {
+		return err
+	}
+	if d := b.drift(ttl); d >= ttl {
+		return fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, d)
 	}
 	return nil
 }
@@ -231,18 +315,20 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if err := validName(name); err != nil {
 		return nil, err
 	}
-	if err := validTTL(ttl); err != nil {
-		return nil, err
-	}
-	token, err := newToken()
-	if err != nil {
+	if err := validTTLFor(c, ttl); err != nil {
 		return nil, err
 	}
 	key, fenceKey := Keys(name)
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
+		// A token per attempt, as a Quorum's: nothing of an earlier
+		// attempt can be taken for this one's.
+		token, err := newToken()
+		if err != nil {
+			return nil, err
+		}
 		sent := time.Now()
-		fence, remaining, err := c.try(ctx, key, fenceKey, token, ttl)
+		fence, remaining, err := c.try(ctx, name, key, fenceKey, token, ttl)
 		if err != nil {
 			c.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
 			return nil, err
@@ -262,13 +348,25 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	}
 }
 
-func (c *Client) try(ctx context.Context, key, fenceKey, token string, ttl time.Duration) (fence int64, remaining time.Duration, err error) {
-	res, err := acquireScript.Run(ctx, c.rdb, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds()).Int64Slice()
+// budget is the bound on one step of a lease of ttl: RedisTimeout, or the
+// lease's validity, at most a second. An acquisition or an extension that
+// answers after the validity would be of no use.
+func (c *Client) budget(ttl time.Duration) time.Duration {
+	if c.opts.RedisTimeout > 0 {
+		return c.opts.RedisTimeout
+	}
+	return min(max(ttl-c.drift(ttl), time.Millisecond), maxDefaultBudget)
+}
+
+func (c *Client) try(ctx context.Context, name, key, fenceKey, token string, ttl time.Duration) (fence int64, remaining time.Duration, err error) {
+	res, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) ([]int64, error) {
+		return acquireScript.Run(ctx, c.rdb, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds()).Int64Slice()
+	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("lease: acquire %s: %w", key, err)
+		return 0, 0, stepError(ctx, "acquire", name, c.addr, err)
 	}
 	if len(res) != 2 {
-		return 0, 0, fmt.Errorf("lease: acquire %s: unexpected reply %v", key, res)
+		return 0, 0, fmt.Errorf("lease: acquire %q on %s: unexpected reply %v", name, c.addr, res)
 	}
 	if res[1] > 0 {
 		remaining = time.Duration(res[1]) * time.Millisecond
@@ -311,7 +409,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	opts := l.b.options()
 	switch {
 	case err == nil:
-		opts.observe(ctx, Event{Kind: EventReleased, Name: l.name, Fence: l.fence, Remaining: l.remaining(time.Now())})
+		opts.observe(ctx, Event{Kind: EventReleased, Name: l.name, Fence: l.fence, Remaining: l.remaining()})
 	case errors.Is(err, ErrLeaseLost):
 		opts.observe(ctx, Event{Kind: EventReleaseRejected, Name: l.name, Fence: l.fence})
 	}
@@ -321,10 +419,10 @@ func (l *Lease) Release(ctx context.Context) error {
 // Extend resets the lease's TTL to ttl. It returns [ErrLeaseLost], and
 // changes nothing, when the lease is no longer ours.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := validTTL(ttl); err != nil {
+	if err := validTTLFor(l.b, ttl); err != nil {
 		return err
 	}
-	sent := time.Now()
+	sent := l.b.now()
 	if err := l.b.extend(ctx, l, ttl); err != nil {
 		return err
 	}
@@ -333,20 +431,24 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lease) error {
-	return c.byToken(ctx, "release", releaseScript, l, l.token)
+	return c.byToken(ctx, "release", releaseScript, l, l.ttl, l.token)
 }
 
 func (c *Client) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
-	return c.byToken(ctx, "extend", extendScript, l, l.token, ttl.Milliseconds())
+	return c.byToken(ctx, "extend", extendScript, l, ttl, l.token, ttl.Milliseconds())
 }
 
-// byToken runs one of the token-checked scripts on l's key: nil when it
-// acted, [ErrLeaseLost] when the lease is not ours.
-func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l *Lease, args ...any) error {
-	n, err := script.Run(ctx, c.rdb, []string{l.key}, args...).Int64()
+// byToken runs one of the token-checked scripts on l's key within the
+// budget of a lease of ttl: nil when it acted, [ErrLeaseLost] when the
+// lease is not ours.
+func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l *Lease, ttl time.Duration, args ...any) error {
+	n, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) (int64, error) {
+		return script.Run(ctx, c.rdb, []string{l.key}, args...).Int64()
+	})
 	if err != nil {
+		err = stepError(ctx, op, l.name, c.addr, err)
 		c.opts.observe(ctx, Event{Kind: EventRedisError, Name: l.name, Err: err})
-		return fmt.Errorf("lease: %s %s: %w", op, l.key, err)
+		return err
 	}
 	if n == 0 {
 		return ErrLeaseLost
@@ -356,8 +458,14 @@ func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l
 
 func (c *Client) options() *Options { return &c.opts }
 
-// drift is 0: one server's TTL is the lease's validity.
-func (c *Client) drift(time.Duration) time.Duration { return 0 }
+// drift allows for a Redis server whose clock runs faster than the
+// holder's, and for its expiry's millisecond granularity: 1% of the TTL
+// plus 2ms, as a Quorum's default.
+func (c *Client) drift(ttl time.Duration) time.Duration {
+	return driftAllowance(ttl, defaultDriftFactor)
+}
+
+func (c *Client) now() time.Time { return time.Now() }
 
 // String describes the lease for logs without revealing its token.
 func (l *Lease) String() string {
@@ -372,7 +480,7 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 	leases = make([]*Lease, len(names))
 	remaining = make([]time.Duration, len(names))
 	errs = make([]error, len(names))
-	if err := validTTL(ttl); err != nil {
+	if err := validTTLFor(c, ttl); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
@@ -394,9 +502,8 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 		}
 		return leases, remaining, errs
 	}
-	pipe := p.Pipeline()
-	cmds := make([]*redis.Cmd, len(names))
 	tokens := make([]string, len(names))
+	asked := false
 	for i, name := range names {
 		if err := validName(name); err != nil {
 			errs[i] = err
@@ -408,22 +515,53 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 			continue
 		}
 		tokens[i] = token
-		key, fenceKey := Keys(name)
-		// EVAL rather than EVALSHA: a pipeline cannot fall back on NOSCRIPT.
-		cmds[i] = acquireScript.Eval(ctx, pipe, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds())
+		asked = true
+	}
+	if !asked {
+		return leases, remaining, errs
+	}
+	// One step: the pipeline, within the budget. The step's goroutine
+	// builds its own commands and hands back what it read.
+	type reply struct {
+		res []int64
+		err error
 	}
 	sent := time.Now()
-	_, _ = pipe.Exec(ctx) // errors are per command
-	for i, cmd := range cmds {
-		if cmd == nil {
+	replies, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) ([]reply, error) {
+		pipe := p.Pipeline()
+		cmds := make([]*redis.Cmd, len(names))
+		for i, name := range names {
+			if tokens[i] == "" {
+				continue
+			}
+			key, fenceKey := Keys(name)
+			// EVAL rather than EVALSHA: a pipeline cannot fall back on NOSCRIPT.
+			cmds[i] = acquireScript.Eval(ctx, pipe, []string{key, fenceKey}, tokens[i], ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx) // errors are per command
+		out := make([]reply, len(cmds))
+		for i, cmd := range cmds {
+			if cmd != nil {
+				out[i].res, out[i].err = cmd.Int64Slice()
+			}
+		}
+		return out, nil
+	})
+	for i := range names {
+		if tokens[i] == "" {
 			continue
 		}
-		res, err := cmd.Int64Slice()
-		if err == nil && len(res) != 2 {
-			err = fmt.Errorf("unexpected reply %v", res)
+		var res []int64
+		stepErr := err
+		if stepErr == nil {
+			res, stepErr = replies[i].res, replies[i].err
 		}
-		if err != nil {
-			errs[i] = fmt.Errorf("lease: acquire %s: %w", names[i], err)
+		switch {
+		case stepErr != nil:
+			errs[i] = stepError(ctx, "acquire", names[i], c.addr, stepErr)
+			continue
+		case len(res) != 2:
+			errs[i] = fmt.Errorf("lease: acquire %q on %s: unexpected reply %v", names[i], c.addr, res)
 			continue
 		}
 		if res[0] > 0 {

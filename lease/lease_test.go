@@ -160,7 +160,7 @@ func TestRetriesWaitForRelease(t *testing.T) {
 	if err := l1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-got; err != nil {
+	if err := recv(t, got, "the retrying acquisition"); err != nil {
 		t.Fatalf("retrying acquire: %v", err)
 	}
 }
@@ -210,23 +210,23 @@ func TestUsingCancelsWorkWhenLeaseLost(t *testing.T) {
 	rdb := redistest.Client(t)
 	c := newClient(t, rdb, lease.Options{ExtendInterval: 5 * time.Millisecond})
 	name := redistest.Prefix(t)
-	started := make(chan *lease.Lease)
+	started := make(chan *lease.Lease, 1)
 	var cause error
-	done := make(chan error)
+	done := make(chan error, 1)
 	go func() {
 		done <- c.Using(ctx, name, time.Minute, func(ctx context.Context, l *lease.Lease) error {
 			started <- l
-			<-ctx.Done()
+			waitCtx(t, ctx, "fn's context")
 			cause = context.Cause(ctx)
 			return nil
 		})
 	}()
-	l := <-started
+	l := recv(t, started, "fn")
 	// Another owner steals the lease (as after an expiry and a takeover).
 	if err := rdb.Set(ctx, l.Key(), "someone-else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	err := <-done
+	err := recv(t, done, "Using's return")
 	if !errors.Is(cause, lease.ErrLeaseLost) {
 		t.Fatalf("fn's ctx cause=%v, want ErrLeaseLost", cause)
 	}
@@ -244,7 +244,7 @@ func TestUsingExtensionsExhausted(t *testing.T) {
 	// A TTL far above the extension interval: a loaded machine's stall
 	// between two extensions must not expire the lease before they run out.
 	err := c.Using(context.Background(), redistest.Prefix(t), 300*time.Millisecond, func(ctx context.Context, _ *lease.Lease) error {
-		<-ctx.Done()
+		waitCtx(t, ctx, "fn's context")
 		cause = context.Cause(ctx)
 		return ctx.Err()
 	})
@@ -303,6 +303,7 @@ func TestBadInput(t *testing.T) {
 		{"zero ttl", func() error { _, err := c.Acquire(ctx, "k", 0); return err }, lease.ErrInvalidTTL},
 		{"negative ttl", func() error { _, err := c.Acquire(ctx, "k", -time.Second); return err }, lease.ErrInvalidTTL},
 		{"sub-ms ttl", func() error { _, err := c.Acquire(ctx, "k", time.Microsecond); return err }, lease.ErrInvalidTTL},
+		{"ttl within the drift allowance", func() error { _, err := c.Acquire(ctx, "k", 2*time.Millisecond); return err }, lease.ErrInvalidTTL},
 		{"nil fn", func() error { return c.Using(ctx, "k", time.Second, nil) }, lease.ErrInvalidOptions},
 		{"nil client", func() error { _, err := lease.New(nil, lease.Options{}); return err }, lease.ErrInvalidOptions},
 		{"negative retries", func() error { _, err := lease.New(rdb, lease.Options{Retries: -1}); return err }, lease.ErrInvalidOptions},

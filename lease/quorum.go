@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,14 +15,29 @@ import (
 )
 
 var (
+	//go:embed quorum_server.lua
+	quorumServerSrc string
+
 	//go:embed quorum_acquire.lua
 	quorumAcquireSrc    string
-	quorumAcquireScript = redis.NewScript(fencelua.FloorSource + quorumAcquireSrc)
+	quorumAcquireScript = redis.NewScript(fencelua.FloorSource + quorumServerSrc + quorumAcquireSrc)
 
 	//go:embed quorum_fence.lua
 	quorumFenceSrc    string
 	quorumFenceScript = redis.NewScript(quorumFenceSrc)
+
+	//go:embed quorum_abandon.lua
+	quorumAbandonSrc    string
+	quorumAbandonScript = redis.NewScript(quorumAbandonSrc)
 )
+
+// tombstoneKey is where a quorum's release leaves a tombstone for token:
+// a grant of that token that arrives later finds it and takes nothing.
+func tombstoneKey(name, token string) string { return "{" + name + "}:a:" + token }
+
+// runKey is where a quorum's fence write-back records the server's run_id:
+// the server has taken a fenced lease on name since it last started.
+func runKey(name string) string { return "{" + name + "}:r" }
 
 // QuorumOptions configures a [Quorum]. The zero value is valid: the
 // defaults of [Options], a drift factor of 0.01, and a tenth of the TTL (at
@@ -31,17 +48,29 @@ type QuorumOptions struct {
 	// different rates: a lease is valid for TTL − elapsed − (TTL×DriftFactor
 	// + 2ms) after the first request was sent. Default: 0.01.
 	DriftFactor float64
-	// ServerTimeout bounds each server's answer in every round; a server
-	// that does not answer in time counts as failed. The Redis clients'
-	// own timeouts must allow it to be kept (set ContextTimeoutEnabled, or a
-	// ReadTimeout no longer than this). Default: TTL/10, at most 1s.
+	// ServerTimeout bounds each server's answer in every round, as
+	// RedisTimeout does for a [Client] (it takes precedence over
+	// RedisTimeout); a server that does not answer in time counts as failed
+	// ([ErrRedisTimeout]), whatever the Redis clients' own timeouts are.
+	// ContextTimeoutEnabled on the clients lets go-redis give up the call
+	// itself at that time, rather than on its own ReadTimeout. Default:
+	// RedisTimeout when set, otherwise TTL/10, at most 1s.
 	ServerTimeout time.Duration
+	// RestartQuarantine is how long after a server restarted its grant may
+	// not count towards a majority, while another server holds the lease
+	// or does not answer and some server shows the name was leased before:
+	// the restart may have lost a lease that is still valid (see the
+	// package documentation). It must be at least the longest TTL any
+	// holder gives the name, extensions included. Default: the TTL being
+	// acquired; negative: off (servers that persist every write with
+	// fsync, and so never lose a lease).
+	RestartQuarantine time.Duration
 }
 
 func (o *QuorumOptions) setDefaults() {
 	o.Options.setDefaults()
 	if o.DriftFactor == 0 {
-		o.DriftFactor = 0.01
+		o.DriftFactor = defaultDriftFactor
 	}
 }
 
@@ -63,31 +92,43 @@ func (o *QuorumOptions) validate() error {
 // for concurrent use.
 type Quorum struct {
 	servers []redis.Scripter
+	addrs   []string // each server's address, for errors
 	opts    QuorumOptions
 
-	// now and betweenRounds are seams for tests: the holder's clock, and
-	// a hook run between the grant and the fence write-back.
-	now           func() time.Time
-	betweenRounds func(ctx context.Context)
+	// clock and afterGrant are seams for tests: the holder's clock, and a
+	// hook run after an attempt's grant round, before its fence write-back
+	// (granted) or its release (not granted).
+	clock      func() time.Time
+	afterGrant func(ctx context.Context, granted bool)
 }
 
 // NewQuorum returns a Quorum over servers, one client per independent
-// Redis master (use an odd number, 3 or 5). A majority, len(servers)/2+1,
-// must grant every lease.
+// Redis master. A majority, len(servers)/2+1, must grant every lease. Use
+// an odd number, 3 or 5: an even number is accepted, and as safe (any two
+// majorities of it still share a server), but survives no more failed
+// servers than one fewer would (4 survive one, as 3 do; 2 survive none).
+// It is accepted because it is safe, and because dropping one server from
+// an odd set leaves an even one whose majorities still meet the old set's
+// (3 of 4 and 3 of 5 share a server), so a fleet can pass through it while
+// a server is replaced.
 func NewQuorum(servers []redis.Scripter, opts QuorumOptions) (*Quorum, error) {
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("%w: no Redis servers", ErrInvalidOptions)
 	}
 	for i, s := range servers {
-		if s == nil {
-			return nil, fmt.Errorf("%w: Redis client %d is nil", ErrInvalidOptions, i)
+		if isNil(s) {
+			return nil, fmt.Errorf("%w: Redis client %d is nil (%T)", ErrInvalidOptions, i, s)
 		}
 	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Quorum{servers: append([]redis.Scripter(nil), servers...), opts: opts, now: time.Now}, nil
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = serverAddr(s)
+	}
+	return &Quorum{servers: append([]redis.Scripter(nil), servers...), addrs: addrs, opts: opts, clock: time.Now}, nil
 }
 
 // Majority returns how many servers must grant a lease.
@@ -95,26 +136,36 @@ func (q *Quorum) Majority() int { return len(q.servers)/2 + 1 }
 
 func (q *Quorum) options() *Options { return &q.opts.Options }
 
+func (q *Quorum) now() time.Time { return q.clock() }
+
 func (q *Quorum) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*q.opts.DriftFactor) + 2*time.Millisecond
+	return driftAllowance(ttl, q.opts.DriftFactor)
 }
 
 func (q *Quorum) serverTimeout(ttl time.Duration) time.Duration {
-	if q.opts.ServerTimeout > 0 {
+	switch {
+	case q.opts.ServerTimeout > 0:
 		return q.opts.ServerTimeout
+	case q.opts.RedisTimeout > 0:
+		return q.opts.RedisTimeout
 	}
-	return min(max(ttl/10, time.Millisecond), time.Second)
+	return min(max(ttl/10, time.Millisecond), maxDefaultBudget)
 }
 
 // QuorumError is returned when fewer than a majority of the servers could
-// be reached for a step (errors.Is [ErrNoQuorum]); Unwrap gives each
-// failed server's error.
+// be reached for a step (errors.Is [ErrNoQuorum], and [ErrUnavailable] when
+// no server answered at all); Unwrap gives each failed server's error,
+// which names the server by its address and wraps the cause
+// ([ErrRedisTimeout] for a server that did not answer in time).
 type QuorumError struct {
 	// Op is the step: "acquire", "fence", "extend" or "release".
 	Op string
 	// OK is how many servers did their part, Needed the majority, Of the
 	// number of servers.
 	OK, Needed, Of int
+	// Answered is how many servers answered at all (yes, no, or an error
+	// reply).
+	Answered int
 	// Errs are the failed servers' errors.
 	Errs []error
 }
@@ -122,14 +173,20 @@ type QuorumError struct {
 // Error implements error.
 func (e *QuorumError) Error() string {
 	msg := fmt.Sprintf("%s: %s on %d of %d servers, %d needed", ErrNoQuorum, e.Op, e.OK, e.Of, e.Needed)
+	if e.Answered == 0 {
+		msg = ErrUnavailable.Error() + ", no server answered: " + strings.TrimPrefix(msg, "lease: ")
+	}
 	if len(e.Errs) > 0 {
 		msg += ": " + errors.Join(e.Errs...).Error()
 	}
 	return msg
 }
 
-// Is reports whether target is [ErrNoQuorum].
-func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
+// Is reports whether target is [ErrNoQuorum], or [ErrUnavailable] when no
+// server answered.
+func (e *QuorumError) Is(target error) bool {
+	return target == ErrNoQuorum || target == ErrUnavailable && e.Answered == 0
+}
 
 // Unwrap returns the failed servers' errors.
 func (e *QuorumError) Unwrap() []error { return e.Errs }
@@ -138,18 +195,28 @@ func (e *QuorumError) Unwrap() []error { return e.Errs }
 type tally struct {
 	yes  []int   // indexes of the servers that answered yes
 	vals []int64 // the second value of each yes (the fence floor), same order
-	no   int     // servers that answered no (busy, or not ours)
+	no   []int   // indexes of the servers that answered no (busy, or not ours)
 	left int64   // the largest remaining TTL among the no answers, ms
 	errs []error
+	// replied is how many of errs are error replies: those servers
+	// answered.
+	replied int
+	// restarted is how many servers said yes to a grant that did not
+	// count: they restarted within the quarantine (their errors are in
+	// errs).
+	restarted int
+	// flags and up are each server's third and fourth reply values, by
+	// server index, where a reply had them (a grant's).
+	flags, up map[int]int64
 }
 
-// round sends call to the servers at idx (all when idx is empty) at once and
-// collects the replies until all came, the round's deadline passed, or
-// (when decided is not nil) decided says the outcome is known: the calls
-// still out then go on to their end, so that slow servers still take the
-// step, and a dead minority does not cost every step the whole deadline.
-// call returns {1, v} for yes and {0, v} for no.
-func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, rdb redis.Scripter) ([]int64, error)) tally {
+// round sends op's call to the servers at idx (all when idx is empty) at
+// once and collects the replies until all came, the round's deadline
+// passed, or (when decided is not nil) decided says the outcome is known:
+// the calls still out then go on to their end, so that slow servers still
+// take the step, and a dead minority does not cost every step the whole
+// deadline. call returns {1, v, ...} for yes and {0, v, ...} for no.
+func (q *Quorum) round(ctx context.Context, op, name string, idx []int, ttl time.Duration, decided func(tally) bool, call func(ctx context.Context, i int, rdb redis.Scripter) ([]int64, error)) tally {
 	if len(idx) == 0 {
 		idx = make([]int, len(q.servers))
 		for i := range idx {
@@ -159,7 +226,8 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 	// The round's context keeps the caller's deadline and cancellation
 	// while the round runs, but not after: calls still out when it returns
 	// early must not be cut short when the caller cancels its context.
-	timeout := q.serverTimeout(ttl)
+	budget := q.serverTimeout(ttl)
+	timeout := budget
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
@@ -171,22 +239,17 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		err error
 	}
 	replies := make(chan reply, len(idx)) // buffered: a straggler never blocks
-	ask := func(i int) {
-		res, err := call(rctx, q.servers[i])
-		if err == nil && len(res) != 2 {
-			err = fmt.Errorf("unexpected reply %v", res)
-		}
-		replies <- reply{i, res, err}
-	}
-	if len(idx) == 1 {
-		ask(idx[0]) // one server: no goroutine hand-off (it would decide alone anyway)
-	} else {
-		// One goroutine per server, so that a server that hangs past the
-		// deadline (a client that ignores context deadlines) does not
-		// hold the round up.
-		for _, i := range idx {
-			go ask(i)
-		}
+	// One goroutine per server, one server alone included, so that a
+	// server that hangs past the deadline (a client that ignores context
+	// deadlines, re-dials or retries) does not hold the round up.
+	for _, i := range idx {
+		go func() {
+			res, err := call(rctx, i, q.servers[i])
+			if err == nil && len(res) < 2 {
+				err = fmt.Errorf("unexpected reply %v", res)
+			}
+			replies <- reply{i, res, err}
+		}()
 	}
 	pending := len(idx)
 	defer func() {
@@ -203,7 +266,13 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 			cancel()
 		}()
 	}()
+	answered := make([]bool, len(q.servers))
 	var t tally
+	fail := func(i int, err error) {
+		err = fmt.Errorf("lease: %s %q on server %d (%s): %w", op, name, i, q.addrs[i], err)
+		q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+		t.errs = append(t.errs, err)
+	}
 	for pending > 0 {
 		if decided != nil && decided(t) {
 			return t
@@ -212,35 +281,108 @@ func (q *Quorum) round(ctx context.Context, name string, idx []int, ttl time.Dur
 		select {
 		case r = <-replies:
 		case <-rctx.Done():
-			silent := len(idx) - len(t.yes) - t.no - len(t.errs)
-			err := fmt.Errorf("lease: %s: %d server(s) did not answer: %w", name, silent, context.Cause(rctx))
-			for range silent {
-				q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+			// Each server still silent has failed: the caller's context
+			// ended, or the server used up its budget.
+			why := fmt.Errorf("%w (%s budget)", ErrRedisTimeout, budget)
+			if ended(ctx) {
+				why = context.Cause(ctx)
+				if why == nil {
+					why = context.DeadlineExceeded
+				}
 			}
-			t.errs = append(t.errs, err)
+			for _, i := range idx {
+				if !answered[i] {
+					fail(i, why)
+				}
+			}
 			return t
 		}
 		pending--
+		answered[r.i] = true
 		switch {
 		case r.err != nil:
-			err := fmt.Errorf("lease: %s on server %d: %w", name, r.i, r.err)
-			q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
-			t.errs = append(t.errs, err)
+			if isReply(r.err) {
+				t.replied++
+			}
+			fail(r.i, explain(ctx, rctx, budget, r.err))
 		case r.res[0] == 1:
 			t.yes = append(t.yes, r.i)
 			t.vals = append(t.vals, r.res[1])
 		default:
-			t.no++
+			t.no = append(t.no, r.i)
 			t.left = max(t.left, r.res[1])
+		}
+		if r.err == nil && len(r.res) >= 4 {
+			if t.flags == nil {
+				t.flags, t.up = map[int]int64{}, map[int]int64{}
+			}
+			t.flags[r.i], t.up[r.i] = r.res[2], r.res[3]
 		}
 	}
 	return t
 }
 
+// Flags of a grant's reply (quorum_acquire.lua).
+const (
+	// flagRestarted: the server restarted less than the quarantine ago and
+	// has taken no fenced lease on the name since.
+	flagRestarted = 1
+	// flagKnown: the server holds the name's fence or run key.
+	flagKnown = 2
+)
+
+// restartQuarantine is how long a restarted server's grants of a lease of
+// ttl do not count (0: off).
+func (q *Quorum) restartQuarantine(ttl time.Duration) time.Duration {
+	switch {
+	case q.opts.RestartQuarantine < 0:
+		return 0
+	case q.opts.RestartQuarantine > 0:
+		return q.opts.RestartQuarantine
+	}
+	return ttl
+}
+
+// screen takes out of a grant's yes answers those of servers that
+// restarted within the quarantine and have taken no fenced lease on the
+// name since, when such a server may have lost a lease that is still
+// valid: some server shows that the name was leased (its fence or run key
+// is there) and not every other server said yes (one holds the lease, or
+// did not answer, and may hold it). A lease that a restart lost ends within
+// its TTL of the restart, so a server younger than the quarantine is the
+// only kind that can have lost a valid one; when every server answered and
+// none holds the lease, no lease is valid, and the restarted server counts
+// (and its write-back records that it has taken part since its start).
+func (q *Quorum) screen(ctx context.Context, name string, t *tally, quarantine time.Duration) {
+	if quarantine <= 0 || len(t.no) == 0 && len(t.errs) == 0 {
+		return
+	}
+	known := false
+	for _, f := range t.flags {
+		known = known || f&flagKnown != 0
+	}
+	if !known {
+		return // a name never leased (or not for FenceTTL): nothing to lose
+	}
+	yes, vals := t.yes[:0:0], t.vals[:0:0]
+	for k, i := range t.yes {
+		if t.flags[i]&flagRestarted == 0 {
+			yes, vals = append(yes, i), append(vals, t.vals[k])
+			continue
+		}
+		err := fmt.Errorf("lease: acquire %q on server %d (%s): %w (up %ds) and has taken no lease on the name since: not counted until up %s, as it may have lost one in a restart",
+			name, i, q.addrs[i], ErrServerRestarted, t.up[i], quarantine)
+		q.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
+		t.errs = append(t.errs, err)
+		t.restarted++
+	}
+	t.yes, t.vals = yes, vals
+}
+
 // yesNo is a round's call of a script that answers 1 (done) or 0 (the
 // lease is not ours there).
-func yesNo(script *redis.Script, keys []string, args ...any) func(context.Context, redis.Scripter) ([]int64, error) {
-	return func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
+func yesNo(script *redis.Script, keys []string, args ...any) func(context.Context, int, redis.Scripter) ([]int64, error) {
+	return func(ctx context.Context, _ int, rdb redis.Scripter) ([]int64, error) {
 		ok, err := script.Run(ctx, rdb, keys, args...).Int64()
 		return []int64{ok, 0}, err
 	}
@@ -250,43 +392,48 @@ func yesNo(script *redis.Script, keys []string, args ...any) func(context.Contex
 // is known: a majority said yes, or so many said no
 // that no majority can.
 func (q *Quorum) decided(t tally) bool {
-	return len(t.yes) >= q.Majority() || t.no > len(q.servers)-q.Majority()
+	return len(t.yes) >= q.Majority() || len(t.no) > len(q.servers)-q.Majority()
 }
 
 func (t tally) quorumError(op string, needed, of int) error {
-	return &QuorumError{Op: op, OK: len(t.yes), Needed: needed, Of: of, Errs: t.errs}
+	answered := len(t.yes) + len(t.no) + t.replied + t.restarted
+	return &QuorumError{Op: op, OK: len(t.yes), Needed: needed, Of: of, Answered: answered, Errs: t.errs}
 }
 
 // Acquire takes the lease on name for ttl on a majority of the servers,
-// trying up to 1+Retries times with capped, jittered backoff. When other
-// holders keep it, it returns a [*BusyError] (errors.Is ErrLeaseBusy); when
-// a majority cannot be reached, a [*QuorumError] (errors.Is ErrNoQuorum).
+// trying again (up to Retries times, with capped, jittered backoff) only
+// while other holders keep it. When they still do, it returns a
+// [*BusyError] (errors.Is ErrLeaseBusy); when a majority cannot be
+// reached, at once a [*QuorumError] (errors.Is ErrNoQuorum): a retry would
+// cost another ServerTimeout for servers that are down, and the caller (an
+// [Election]'s campaign) decides when to try again.
 // In both cases nothing is held: what a failed attempt took is released.
+// Every attempt has a token of its own, so that a message of an earlier
+// attempt that the network delays (its grant, its release) can only touch
+// that attempt's grant, never a later one's.
 func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	if err := validName(name); err != nil {
 		return nil, err
 	}
-	if err := validTTL(ttl); err != nil {
-		return nil, err
-	}
-	if q.drift(ttl) >= ttl {
-		return nil, fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
-	}
-	token, err := newToken()
-	if err != nil {
+	if err := validTTLFor(q, ttl); err != nil {
 		return nil, err
 	}
 	start := q.now()
 	for attempt := 0; ; attempt++ {
+		token, err := newToken()
+		if err != nil {
+			return nil, err
+		}
 		l, err := q.try(ctx, name, token, ttl)
 		if err == nil {
 			q.opts.observe(ctx, Event{Kind: EventAcquired, Name: name, Duration: q.now().Sub(start), Fence: l.fence})
 			return l, nil
 		}
 		var busy *BusyError
-		if errors.As(err, &busy) {
-			q.opts.observe(ctx, Event{Kind: EventBusy, Name: name, Remaining: busy.Remaining})
+		if !errors.As(err, &busy) {
+			return nil, err
 		}
+		q.opts.observe(ctx, Event{Kind: EventBusy, Name: name, Remaining: busy.Remaining})
 		if attempt >= q.opts.Retries {
 			return nil, err
 		}
@@ -302,38 +449,62 @@ func (q *Quorum) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 // within the validity time.
 func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration) (*Lease, error) {
 	key, fenceKey := Keys(name)
-	keys := []string{key, fenceKey}
+	keys := []string{key, fenceKey, tombstoneKey(name, token), runKey(name)}
 	n, need := len(q.servers), q.Majority()
 	sent := q.now()
 	valid := func() bool { return q.now().Sub(sent) < ttl-q.drift(ttl) }
 
-	grant := q.round(ctx, name, nil, ttl, nil, func(ctx context.Context, rdb redis.Scripter) ([]int64, error) {
-		return quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds()).Int64Slice()
+	quarantine := q.restartQuarantine(ttl)
+	// Each server's run_id, as its grant read it: its write-back records
+	// it. Written by the grant's goroutine for server i before its reply
+	// is sent, read for the granting servers only, after their replies.
+	runIDs := make([]string, n)
+	grant := q.round(ctx, "acquire", name, nil, ttl, nil, func(ctx context.Context, i int, rdb redis.Scripter) ([]int64, error) {
+		v, err := quorumAcquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds(), quarantine.Milliseconds()).Slice()
+		if err != nil {
+			return nil, err
+		}
+		res := make([]int64, 0, len(v))
+		for _, x := range v {
+			switch x := x.(type) {
+			case int64:
+				res = append(res, x)
+			case string:
+				runIDs[i] = x
+			}
+		}
+		return res, nil
 	})
-	if len(grant.yes) < need || !valid() {
-		q.releaseAll(ctx, name, key, token, ttl)
+	q.screen(ctx, name, &grant, quarantine)
+	granted := len(grant.yes) >= need && valid()
+	if q.afterGrant != nil {
+		q.afterGrant(ctx, granted)
+	}
+	if !granted {
+		q.abandon(ctx, name, token, ttl, grant)
 		switch {
 		case len(grant.yes) >= need:
 			return nil, fmt.Errorf("%w: %s: granted by %d of %d servers after its validity (TTL %s less drift %s) had passed", ErrLeaseLost, name, len(grant.yes), n, ttl, q.drift(ttl))
-		case grant.no == 0 || len(grant.yes)+grant.no < need:
+		case len(grant.no) == 0 || len(grant.yes)+len(grant.no)+grant.restarted < need:
 			// The failures alone kept the majority out of reach.
 			return nil, grant.quorumError("acquire", need, n)
 		}
 		return nil, &BusyError{Remaining: time.Duration(grant.left) * time.Millisecond}
-	}
-	if q.betweenRounds != nil {
-		q.betweenRounds(ctx)
 	}
 	fence := int64(0)
 	for _, f := range grant.vals {
 		fence = max(fence, f)
 	}
 	fence++
-	written := q.round(ctx, name, grant.yes, ttl, q.decided, yesNo(quorumFenceScript, keys, token, fence, q.opts.FenceTTL.Milliseconds()))
+	fenceKeys := []string{key, fenceKey, runKey(name)}
+	written := q.round(ctx, "fence", name, grant.yes, ttl, q.decided, func(ctx context.Context, i int, rdb redis.Scripter) ([]int64, error) {
+		ok, err := quorumFenceScript.Run(ctx, rdb, fenceKeys, token, fence, q.opts.FenceTTL.Milliseconds(), runIDs[i]).Int64()
+		return []int64{ok, 0}, err
+	})
 	if len(written.yes) < need || !valid() {
 		// A pause between the rounds let the lease run out on too many
 		// servers: this fence must not be used.
-		q.releaseAll(ctx, name, key, token, ttl)
+		q.abandon(ctx, name, token, ttl, grant)
 		if len(written.errs) == 0 {
 			return nil, fmt.Errorf("%w: %s: the fence reached %d of %d servers within the validity time, %d needed", ErrLeaseLost, name, len(written.yes), n, need)
 		}
@@ -342,13 +513,26 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 	return newLease(q, name, token, fence, ttl, sent), nil
 }
 
-// releaseAll deletes the lease wherever it is still token's, for an attempt
-// that failed, under a context of its own so that a cancelled caller does
-// not leave a minority holding it.
-func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl time.Duration) {
+// abandon releases a failed attempt's grants, under a context of its own so
+// that a cancelled caller does not leave a minority holding them. It goes
+// to every server that did not refuse the grant: where the grant was
+// taken, it is deleted; where the grant is still on its way (the server did
+// not answer), a tombstone refuses it when it comes. A server that refused
+// the grant holds nothing of the attempt's and is left alone.
+func (q *Quorum) abandon(ctx context.Context, name, token string, ttl time.Duration, grant tally) {
+	idx := make([]int, 0, len(q.servers))
+	for i := range q.servers {
+		if !slices.Contains(grant.no, i) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
 	defer cancel()
-	q.round(rctx, name, nil, ttl, nil, yesNo(releaseScript, []string{key}, token))
+	key, _ := Keys(name)
+	q.round(rctx, "release", name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
 }
 
 // release deletes the lease on every server where it is ours. It is
@@ -356,19 +540,17 @@ func (q *Quorum) releaseAll(ctx context.Context, name, key, token string, ttl ti
 // the lease had been lost ([ErrLeaseLost]).
 func (q *Quorum) release(ctx context.Context, l *Lease) error {
 	// Every server's answer is awaited: a release leaves no copy behind
-	// that it could still delete.
-	t := q.round(ctx, l.name, nil, l.ttl, nil, yesNo(releaseScript, []string{l.key}, l.token))
+	// that it could still delete. Where the lease is not ours, a tombstone
+	// refuses a grant of ours that the network still holds.
+	t := q.round(ctx, "release", l.name, nil, l.ttl, nil, yesNo(quorumAbandonScript, []string{l.key, tombstoneKey(l.name, l.token)}, l.token, l.ttl.Milliseconds()))
 	return q.verdict(t, "release", l)
 }
 
 // extend resets the lease's TTL on every server where it is ours; it holds
 // when a majority took it within the new validity time.
 func (q *Quorum) extend(ctx context.Context, l *Lease, ttl time.Duration) error {
-	if q.drift(ttl) >= ttl {
-		return fmt.Errorf("%w: %s leaves no validity after the clock drift allowance %s", ErrInvalidTTL, ttl, q.drift(ttl))
-	}
 	sent := q.now()
-	t := q.round(ctx, l.name, nil, ttl, q.decided, yesNo(extendScript, []string{l.key}, l.token, ttl.Milliseconds()))
+	t := q.round(ctx, "extend", l.name, nil, ttl, q.decided, yesNo(extendScript, []string{l.key}, l.token, ttl.Milliseconds()))
 	if err := q.verdict(t, "extend", l); err != nil {
 		return err
 	}
@@ -386,7 +568,7 @@ func (q *Quorum) verdict(t tally, op string, l *Lease) error {
 	switch {
 	case len(t.yes) >= need:
 		return nil
-	case t.no > n-need:
+	case len(t.no) > n-need:
 		return ErrLeaseLost
 	default:
 		return fmt.Errorf("lease: %s %s: %w", op, l.key, t.quorumError(op, need, n))

@@ -22,7 +22,11 @@ func TestQuorumPauseBetweenRoundsLeavesNoUsableFence(t *testing.T) {
 	inPause, resume := make(chan struct{}), make(chan struct{})
 	lease.SetBetweenRounds(paused, func(context.Context) {
 		close(inPause)
-		<-resume
+		select {
+		case <-resume:
+		case <-time.After(bound):
+			t.Error("the paused holder was never resumed")
+		}
 	})
 	other := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{
 		Options: lease.Options{Retries: 10000, RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond},
@@ -40,6 +44,8 @@ func TestQuorumPauseBetweenRoundsLeavesNoUsableFence(t *testing.T) {
 	case <-inPause:
 	case err := <-got:
 		t.Fatalf("the holder never reached the write-back: %v", err)
+	case <-time.After(bound):
+		t.Fatal("the holder never reached the write-back")
 	}
 	// The paused holder's grants expire; the other replica takes over.
 	lb, err := other.Acquire(ctx, name, time.Minute)
@@ -47,7 +53,7 @@ func TestQuorumPauseBetweenRoundsLeavesNoUsableFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(resume)
-	if err := <-got; !errors.Is(err, lease.ErrLeaseLost) {
+	if err := recv(t, got, "the paused holder's acquisition"); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Fatalf("paused holder: %v, want ErrLeaseLost", err)
 	}
 	// The paused holder's write-back may have reached the servers where its

@@ -22,6 +22,7 @@ type Proxy struct {
 	latency   atomic.Int64 // nanoseconds added before each forwarded chunk
 	partition atomic.Bool  // black-hole traffic while set
 	slowClose atomic.Int64 // nanoseconds to wait before closing a side
+	inFlight  atomic.Int64 // chunks read and not yet forwarded or dropped
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -51,6 +52,10 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // SetPartition black-holes all traffic (connections stay open, nothing
 // arrives) while on, as a network partition does.
 func (p *Proxy) SetPartition(on bool) { p.partition.Store(on) }
+
+// InFlight returns how many chunks the proxy has read from one side and not
+// yet forwarded to the other (or dropped): messages held by the latency.
+func (p *Proxy) InFlight() int { return int(p.inFlight.Load()) }
 
 // SetSlowClose delays closing the other side of a connection by d.
 func (p *Proxy) SetSlowClose(d time.Duration) { p.slowClose.Store(int64(d)) }
@@ -175,13 +180,17 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 			return
 		}
 		if n > 0 {
+			p.inFlight.Add(1)
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the fault itself: added latency
 			}
+			var werr error
 			if !p.partition.Load() {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
+				_, werr = dst.Write(buf[:n])
+			}
+			p.inFlight.Add(-1)
+			if werr != nil {
+				return
 			}
 		}
 		if err != nil {

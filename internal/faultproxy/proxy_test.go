@@ -3,14 +3,13 @@ package faultproxy_test
 import (
 	"bufio"
 	"errors"
+	"github.com/stampede-go/stampede/internal/faultproxy"
+	"github.com/stampede-go/stampede/internal/leakcheck"
 	"net"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/stampede-go/stampede/internal/faultproxy"
-	"github.com/stampede-go/stampede/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -117,5 +116,38 @@ func TestVanish(t *testing.T) {
 	defer c2.Close()
 	if _, err := roundTrip(c2, time.Second); err != nil {
 		t.Fatalf("a connection opened after Vanish: %v", err)
+	}
+}
+
+// A chunk held by the latency counts as in flight until it is forwarded.
+func TestInFlightCountsHeldChunks(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.SetLatency(300 * time.Millisecond)
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.InFlight() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the held ping is not in flight")
+		}
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "ping\n" {
+		t.Fatalf("%q %v", got, err)
+	}
+	// The echo leaves the count just after it was written.
+	for deadline := time.Now().Add(10 * time.Second); p.InFlight() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight after the echo came back: %d", p.InFlight())
+		}
 	}
 }
