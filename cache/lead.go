@@ -56,12 +56,18 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 	now := c.now()
 	raws := fromClaims(cls) // the entries handed out are the claims': their raw bytes match
 	err := reread(ctx, c.store, ks, cls, func(i int, e entry[V], found bool) {
+		t := tasks[i]
 		if !found {
+			// Deleted (or gone) since the read that brought us here: what
+			// that read found may not stand in for a failed compute, nor
+			// be re-armed by the fail-safe — it would bring a deleted or
+			// overwritten value back.
+			t.prev, t.prevRaw = nil, ""
 			return
 		}
-		t := tasks[i]
 		inv := c.invalidation(ctx, e)
 		if inv == invHard { // as if not found
+			t.prev, t.prevRaw = nil, ""
 			return
 		}
 		state := c.policy.State(e.w, now, 0, 0)
@@ -75,8 +81,9 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 			t.res, done[i] = e.loaded(Hit), true
 			return
 		}
+		t.prev, t.prevRaw = nil, "" // the entry found now replaces what the earlier read found
 		if state != stale.Gone {
-			t.prev, t.prevRaw = &e, ""
+			t.prev = &e
 			if raws {
 				t.prevRaw = cls[i].raw
 			}

@@ -409,7 +409,8 @@ func (c *checker) loadThrough(a answer, inv *Op) bool {
 
 // failedAfter reports whether a compute of a's key failed after t and
 // before a returned (on a's replica in local mode), or ran past
-// SoftTimeout: the stand-ins an expired value may be.
+// SoftTimeout, or, with BusyError, past WaitTimeout: the stand-ins an
+// expired value may be.
 func (c *checker) failedAfter(a answer, t time.Duration) bool {
 	if a.op.Resp.ResultErr != "" {
 		return true
@@ -422,11 +423,16 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 			return true
 		}
 	}
-	soft := c.sc.Options.SoftTimeout
+	// A stand-in after waiting: SoftTimeout for its own compute, or
+	// WaitTimeout for another replica's with BusyError.
+	after := c.sc.Options.SoftTimeout
+	if c.sc.Options.BusyError && (after == 0 || c.sc.Options.WaitTimeout < after) {
+		after = c.sc.Options.WaitTimeout
+	}
 	for _, cp := range c.h.Computes {
-		if soft > 0 && cp.Key == a.key && cp.Replica == a.op.Replica && cp.Began < a.op.Return && (cp.Ended == 0 || cp.Ended > a.op.Return) &&
-			a.op.Return-max(cp.Began, a.op.Invoke) >= soft {
-			return true // answered at SoftTimeout while the compute went on
+		if after > 0 && cp.Key == a.key && cp.Began < a.op.Return && (cp.Ended == 0 || cp.Ended > a.op.Return) &&
+			a.op.Return-max(cp.Began, a.op.Invoke) >= after {
+			return true // answered while the compute went on
 		}
 		// A batch's compute fails for all its keys when one key's does.
 		sameCall := cp.Key == a.key || cp.Req == a.op.Req.ID && len(a.op.Req.Keys) > 0
