@@ -43,6 +43,25 @@ func val(id string, tags ...string) wire.Response {
 	return wire.Response{Value: &wire.Value{Src: "compute", ID: id, Tags: tags}}
 }
 
+// checkCase is a history and the property it must break ("" for none).
+type checkCase struct {
+	name      string
+	build     func(b *hb)
+	violation string
+}
+
+func checkCases(t *testing.T, cases []checkCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			tc.build(b)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
+
 func properties(vs []Violation) string {
 	var out []string
 	for _, v := range vs {
@@ -55,11 +74,7 @@ var testScenario = Scenario{Mode: "redis", Options: wire.Options{WaitTimeout: 5 
 	Traffic: Traffic{MaxSleep: 100 * time.Millisecond}}
 
 func TestCheckerInvalidation(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		build     func(b *hb)
-		violation string
-	}{
+	checkCases(t, []checkCase{
 		{"a call after InvalidateTags answered an older value", func(b *hb) {
 			b.compute("c1", "k0", "r0", 10, 20, "ok")
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
@@ -123,23 +138,11 @@ func TestCheckerInvalidation(t *testing.T) {
 			r.Outcome = "degraded"
 			b.op("r2", wire.OpFetch, "k0", 300, 310, r)
 		}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newHB()
-			tc.build(b)
-			if got := properties(Check(testScenario, b.h)); got != tc.violation {
-				t.Errorf("violations %q, want %q", got, tc.violation)
-			}
-		})
-	}
+	})
 }
 
 func TestCheckerWritesErrorsDeadlinesAndComputes(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		build     func(b *hb)
-		violation string
-	}{
+	checkCases(t, []checkCase{
 		{"same replica after Delete", func(b *hb) {
 			b.compute("c1", "k0", "r0", 10, 20, "ok")
 			b.op("r0", wire.OpDelete, "k0", 100, 110, wire.Response{})
@@ -181,23 +184,11 @@ func TestCheckerWritesErrorsDeadlinesAndComputes(t *testing.T) {
 			b.op("r1", wire.OpFetch, "k0", 100, 110, r2)
 			b.op("r1", wire.OpFetch, "k0", 120, 130, r1)
 		}, "monotonic"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newHB()
-			tc.build(b)
-			if got := properties(Check(testScenario, b.h)); got != tc.violation {
-				t.Errorf("violations %q, want %q", got, tc.violation)
-			}
-		})
-	}
+	})
 }
 
 func TestCheckerRegisters(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		build     func(b *hb)
-		violation string
-	}{
+	checkCases(t, []checkCase{
 		{"a read after a write returned saw the old value", func(b *hb) {
 			s := b.op("r0", wire.OpSet, "r0", 100, 110, wire.Response{})
 			b.op("r0", wire.OpDelete, "r0", 120, 130, wire.Response{})
@@ -209,15 +200,7 @@ func TestCheckerRegisters(t *testing.T) {
 			b.op("r0", wire.OpDelete, "r0", 120, 130, wire.Response{})
 			b.op("r1", wire.OpGet, "r0", 140, 160, wire.Response{Value: &wire.Value{Src: "set", ID: "s" + itoa(s.Req.ID)}, Found: true})
 		}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newHB()
-			tc.build(b)
-			if got := properties(Check(testScenario, b.h)); got != tc.violation {
-				t.Errorf("violations %q, want %q", got, tc.violation)
-			}
-		})
-	}
+	})
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
