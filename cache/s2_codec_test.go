@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log"
 	"strings"
 	"testing"
 	"time"
@@ -133,28 +132,4 @@ func BenchmarkS2Codec(b *testing.B) {
 			})
 		}
 	}
-}
-
-func ExampleS2Codec() {
-	rdb, done := exampleRedis()
-	defer done()
-
-	// Pages of records are compressed from 4 KiB on: about a fifth of the
-	// Redis memory for such values.
-	pages, err := cache.New[[]row](rdb, cache.Options{
-		Namespace: "example-pages",
-		Codec:     cache.S2Codec{MinBytes: 4 << 10},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pages.Close()
-
-	ctx := context.Background()
-	page, err := pages.GetOrCompute(ctx, "page-1", func(context.Context) ([]row, error) { return rows(100), nil })
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(len(page), page[99].Name)
-	// Output: 100 product 99 of the catalogue
 }
