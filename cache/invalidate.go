@@ -18,7 +18,7 @@ import (
 // being computed or already being stored: its value is computed again
 // (see [ErrInvalidated]), for its caller and for every caller of its
 // process that shares it. Such entries are misses; nothing is deleted or
-// scanned (each entry is checked when read, see README "Invalidation").
+// scanned (each entry is checked when read, see docs/invalidation.md).
 // A value computed while Redis was unreachable (Outcome Degraded) is
 // reached only by this process's own invalidations.
 //

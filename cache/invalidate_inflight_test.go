@@ -22,8 +22,8 @@ import (
 // fill), a compute done while Redis was unreachable, each shared by the
 // callers of its process (singleflight), and a batch's keys. After
 // InvalidateTags returns nil, no caller is served a value carrying one of
-// its tags whose compute began before the call (README "Tags and
-// InvalidateTags"): not the caller that started the compute, and not one
+// its tags whose compute began before the call (docs/invalidation.md,
+// "Tags and InvalidateTags"): not the caller that started the compute, and not one
 // that began after the invalidation returned and joined it. And a
 // replica's own Set or Delete reaches the calls that begin after it on
 // that replica while such a load is in flight.
@@ -281,7 +281,7 @@ func TestInvalidateTagsReachesALoadInItsFill(t *testing.T) {
 }
 
 // A compute done while Redis did not answer (Outcome Degraded) cannot learn
-// of another replica's invalidation (README "Failures and limits"), but its
+// of another replica's invalidation (docs/invalidation.md, "Failures and limits"), but its
 // own replica's reaches it: when this replica's InvalidateTags returns nil
 // while the compute runs, neither its caller nor a caller that began after
 // the invalidation returned and joined it gets its value; nor the batch
@@ -330,7 +330,7 @@ func TestOwnInvalidationReachesADegradedCompute(t *testing.T) {
 }
 
 // A replica's own Set or Delete is seen by every call that begins on that
-// replica after it returns (README "Reads across replicas"), also while a
+// replica after it returns (docs/guarantees.md, "Reads across replicas"), also while a
 // load of the key is in flight there: a compute after WaitTimeout, or a
 // fill still under way.
 func TestOwnWriteReachesALoadInFlight(t *testing.T) {

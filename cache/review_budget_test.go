@@ -410,7 +410,7 @@ func TestReviewGateLocalDeleteNotUndoneByALateNotification(t *testing.T) {
 }
 
 // The same with the Delete on another replica: the documented limit of
-// reads across replicas (README, "Reads across replicas"). The second call,
+// reads across replicas (docs/guarantees.md, "Reads across replicas"). The second call,
 // begun after the Delete returned, reads Redis (the key is missing) and
 // joins the waiting replica's load of the key still in flight
 // (singleflight), which began before the Delete and may be answered by the

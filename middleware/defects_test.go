@@ -542,7 +542,7 @@ func TestBodyOfMaxBodyBytesIsStored(t *testing.T) {
 	}
 }
 
-// Defect 10: HEAD with chi, as the README says to write it: chi's GetHead
+// Defect 10: HEAD with chi, as docs/http.md says to write it: chi's GetHead
 // routes HEAD to the GET route, where the middleware answers it from the
 // GET entry.
 func TestHeadWithChi(t *testing.T) {
@@ -568,7 +568,7 @@ func TestHeadWithChi(t *testing.T) {
 		t.Fatalf("%d runs", h.runs.Load())
 	}
 	// Without GetHead, chi answers HEAD on a GET route with 405 before any
-	// middleware of the route runs: that is why the README says to add it.
+	// middleware of the route runs: that is why docs/http.md says to add it.
 	bare := chi.NewRouter()
 	bare.With(middleware.Cache(c)).Get("/reports/{id}", h.ServeHTTP)
 	srv2 := httptest.NewServer(bare)

@@ -17,8 +17,8 @@ import (
 // linearizable (checked by porcupine, as etcd's robustness suite does).
 // Two documented allowances shape the model:
 //   - a Get that begins while a read of the same key is in flight in its
-//     process may share that read's answer (README, "Reads across
-//     replicas"): its interval is widened back to that read's invoke;
+//     process may share that read's answer (docs/guarantees.md,
+//     "Reads across replicas"): its interval is widened back to that read's invoke;
 //   - a Clear is complete when it returns: until then another replica may
 //     still trust the marks it read before (InvalidationWait), so a read
 //     during a Clear may see the register either way, even after another
