@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"os/signal"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -68,11 +70,13 @@ func ExampleElection_RunEvery() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// RunEvery returns when ctx ends (here: never).
-	err = e.RunEvery(context.Background(), 5*time.Minute, func(ctx context.Context) error {
+	// Until the process is interrupted: RunEvery then resigns and returns.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err = e.RunEvery(ctx, 5*time.Minute, func(ctx context.Context) error {
 		// ctx is cancelled if this replica stops leading.
 		fmt.Println("cleanup ran on the leader")
 		return nil
 	})
-	log.Fatal(err)
+	fmt.Println("stopped:", err)
 }
