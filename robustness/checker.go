@@ -374,8 +374,8 @@ func (c *checker) invalidations() {
 			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) || isRouteKey(a.key) {
 				continue // the middleware's entries live in a cache of their own
 			}
-			if c.degraded(a) || a.v.Src == "fallback" {
-				continue
+			if c.degraded(a) || a.v.Src == "fallback" || c.lost(inv.Invoke, a.op.Return) {
+				continue // a lost mark is lost to whoever had not read it (docs/how-it-works.md)
 			}
 			if inv.Req.Op == wire.OpExpireTags && c.failedAfter(a, inv.Invoke) {
 				continue // an expired value may stand in for a failing compute
@@ -503,6 +503,9 @@ func (c *checker) writes() {
 			}
 			if a.op.Invoke <= begin || c.degraded(a) || a.v.Src == "fallback" || a.v.ID == fmt.Sprintf("s%d", w.Req.ID) {
 				continue
+			}
+			if c.lost(w.Invoke, a.op.Return) {
+				continue // a failover or a restart without persistence may lose the write itself (docs/operating.md)
 			}
 			if a.v.Src == "set" {
 				if ret, ok := c.setReturned(a); !ok || ret >= w.Invoke {

@@ -101,6 +101,9 @@ type History struct {
 	Events   []Event
 	// End is when the traffic stopped.
 	End time.Duration
+	// Logs are what each replica process wrote to its standard error
+	// (the library's warnings), by replica.
+	Logs map[string]string `json:"-"`
 }
 
 func (h *History) addOp(o *Op) {

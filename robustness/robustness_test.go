@@ -103,6 +103,11 @@ func save(t *testing.T, sc Scenario, h *History, vs []Violation) string {
 	if err := h.Save(filepath.Join(dir, "history.json")); err != nil {
 		t.Log(err)
 	}
+	for name, logs := range h.Logs {
+		if err := os.WriteFile(filepath.Join(dir, "stderr-"+name+".txt"), []byte(logs), 0o644); err != nil {
+			t.Log(err)
+		}
+	}
 	var b strings.Builder
 	for _, v := range vs {
 		b.WriteString(v.String() + "\n\n")

@@ -105,6 +105,12 @@ func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
 	go func() { nemesisDone <- r.nemesis(rand.New(rand.NewPCG(uint64(seed), 1<<32)), end) }()
 	wg.Wait()
 	r.hist.End = r.clock.now()
+	defer func() { // after the replicas closed (deferred above, run first)
+		r.hist.Logs = map[string]string{}
+		for _, rep := range r.env.replicas {
+			r.hist.Logs[rep.Name] = rep.Logs()
+		}
+	}()
 	if err := <-nemesisDone; err != nil {
 		return r.hist, fmt.Errorf("nemesis: %w", err)
 	}
