@@ -70,6 +70,13 @@ const (
 // process-local cache: the same decisions and fences over a bounded
 // in-memory store, no Redis. A standalone, Sentinel (failover) or Cluster
 // client all work. With a client, New fails when the codec cannot encode V.
+// In both modes, New refuses a V with a field the default codec would drop
+// (see [Options.AllowDroppedFields]), so that a call answers the same value
+// from Redis, L1, the process-local store or its own compute.
+//
+// New does not dial Redis and does not block: a wrong address or a Redis
+// that is down shows as calls answering Degraded. Call [Cache.Ping] at
+// start-up, or behind a readiness probe, to find out.
 func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
@@ -92,6 +99,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	c.marks = &marks{trust: opts.InvalidationWait, base: time.Now(), spawn: c.goBackground}
+	if err := checkDroppedFields[V](opts); err != nil {
+		return nil, err
+	}
 	if isNilClient(rdb) {
 		c.marks.local = true
 		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
