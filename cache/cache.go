@@ -107,6 +107,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
 		c.store = c.local
 		c.startSweeper()
+		c.initObserver()
 		return c, nil
 	}
 	if err := checkCodec[V](opts.Codec); err != nil {
@@ -143,7 +144,16 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 			_ = rs.notify.listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
 		}()
 	}
+	c.initObserver()
 	return c, nil
+}
+
+// initObserver tells an Observer with an Init(namespace string) method of
+// the new cache, so that it can export the namespace's series at 0.
+func (c *Cache[V]) initObserver() {
+	if in, ok := c.opts.Observer.(interface{ Init(namespace string) }); ok {
+		in.Init(c.opts.Namespace)
+	}
 }
 
 // now is the cache's clock.

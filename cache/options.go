@@ -144,7 +144,9 @@ type Options struct {
 	L1TTL time.Duration
 	// Observer receives the cache's events (outcomes, leases, computes,
 	// waits, fence rejections, errors) for metrics and traces. Default: nil
-	// (none, and no cost).
+	// (none, and no cost). An Observer with a method Init(namespace
+	// string) has it called once by [New], before any event, so that it
+	// can export the namespace's series at 0 (stampedeprom does).
 	Observer Observer
 	// Logger logs the rare events an operator should see: a lease lost, a
 	// fill fenced out, a corrupt entry, a value not stored, the fail-safe
