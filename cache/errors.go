@@ -63,7 +63,9 @@ var (
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
 	// ErrNilContext is returned by a call given a nil context (pass
-	// context.Background() or context.TODO() instead), before any work.
+	// context.Background() or context.TODO() instead), before any work,
+	// rather than a panic deep inside it. SetTags, SetTTL, SetStale and
+	// Previous treat a nil context as one from outside a compute function.
 	ErrNilContext = errors.New("cache: nil context")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say
 	// that the key has no value. That absence is cached for NegativeTTL, so
