@@ -23,11 +23,13 @@ type itemNested struct {
 
 type lineHidden struct {
 	SKU string
+	//lint:ignore U1000 the field the codec would drop
 	qty int
 }
 
 type itemSkipped struct {
-	ID    string
+	ID string
+	//lint:ignore U1000 dropped on purpose
 	price int `msgpack:"-"`
 	_     struct{}
 	At    time.Time // encodes itself, unexported fields and all

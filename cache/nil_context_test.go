@@ -14,7 +14,6 @@ import (
 // singleflight; the helpers for compute functions treat it as a context
 // from outside one.
 func TestNilContextIsAnError(t *testing.T) {
-	//lint:file-ignore SA1012 a nil context on purpose
 	for _, mode := range []string{"redis", "local"} {
 		t.Run(mode, func(t *testing.T) {
 			rdb := redistest.Client(t)
