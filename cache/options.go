@@ -108,7 +108,8 @@ type Options struct {
 	// the process-local store hand out, so one call could answer two
 	// values. Tag a field `msgpack:"-"` to drop it on purpose. With a
 	// custom Codec the check is not made: what it keeps is its author's
-	// responsibility. A []byte or string V is stored as its raw bytes.
+	// responsibility. A []byte or string V is stored as its raw bytes. The
+	// check runs once, in New: a hit, from L1 or Redis, pays nothing for it.
 	AllowDroppedFields bool
 	// RedisTimeout bounds each Redis step of a call (one command, script or
 	// pipeline), whatever the go-redis client's own timeouts and retries
