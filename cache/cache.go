@@ -92,6 +92,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if err := policy.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	if err := checkDroppedFields[V](opts); err != nil {
+		return nil, err
+	}
 	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, realClock: true, typeTag: typeFingerprint[V](opts.Codec)}
 	c.brk = breaker{threshold: int32(opts.BreakerThreshold), cooldown: opts.BreakerCooldown}
 	if opts.MaxDegradedComputes > 0 {
@@ -99,9 +102,6 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	c.marks = &marks{trust: opts.InvalidationWait, base: time.Now(), spawn: c.goBackground}
-	if err := checkDroppedFields[V](opts); err != nil {
-		return nil, err
-	}
 	if isNilClient(rdb) {
 		c.marks.local = true
 		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
