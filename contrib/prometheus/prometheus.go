@@ -18,6 +18,7 @@
 //	stampede_lease_release_rejected_total{namespace} releases that found the lease no longer ours
 //	stampede_compute_seconds{namespace}              compute function duration
 //	stampede_compute_errors_total{namespace}         compute functions that failed (a "not found" is not a failure)
+//	stampede_waits_total{namespace,outcome}          waits for another replica's compute, by how they ended
 //	stampede_wait_seconds{namespace,outcome}         how long a process waited for another replica, by how the wait ended
 //	stampede_fill_fenced_out_total{namespace}        fills rejected by the fence (a newer lease, Set or Delete won)
 //	stampede_corrupt_entries_total{namespace}        entries that were not ours or did not decode
