@@ -61,6 +61,9 @@ var ErrMissingFromBatch = errors.New("cache: key missing from the batch compute'
 // bounds the call: when it ends, the keys without a value yet get its
 // error, and the computes already started go on in the background and fill.
 func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(ctx context.Context, missing []string) (map[string]V, error)) (map[string]V, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if fn == nil {
 		return nil, ErrNilFunc
 	}

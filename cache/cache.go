@@ -70,6 +70,13 @@ const (
 // process-local cache: the same decisions and fences over a bounded
 // in-memory store, no Redis. A standalone, Sentinel (failover) or Cluster
 // client all work. With a client, New fails when the codec cannot encode V.
+// In both modes, New refuses a V with a field the default codec would drop
+// (see [Options.AllowDroppedFields]), so that a call answers the same value
+// from Redis, L1, the process-local store or its own compute.
+//
+// New does not dial Redis and does not block: a wrong address or a Redis
+// that is down shows as calls answering Degraded. Call [Cache.Ping] at
+// start-up, or behind a readiness probe, to find out.
 func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
@@ -85,6 +92,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if err := policy.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	if err := checkDroppedFields[V](opts); err != nil {
+		return nil, err
+	}
 	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, realClock: true, typeTag: typeFingerprint[V](opts.Codec)}
 	c.brk = breaker{threshold: int32(opts.BreakerThreshold), cooldown: opts.BreakerCooldown}
 	if opts.MaxDegradedComputes > 0 {
@@ -97,6 +107,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
 		c.store = c.local
 		c.startSweeper()
+		c.initObserver()
 		return c, nil
 	}
 	if err := checkCodec[V](opts.Codec); err != nil {
@@ -133,7 +144,16 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 			_ = rs.notify.listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
 		}()
 	}
+	c.initObserver()
 	return c, nil
+}
+
+// initObserver tells an Observer with an Init(namespace string) method of
+// the new cache, so that it can export the namespace's series at 0.
+func (c *Cache[V]) initObserver() {
+	if in, ok := c.opts.Observer.(interface{ Init(namespace string) }); ok {
+		in.Init(c.opts.Namespace)
+	}
 }
 
 // now is the cache's clock.

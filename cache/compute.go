@@ -182,6 +182,9 @@ func withPrevious[V any](ctx context.Context, tasks []*task[V]) context.Context 
 // a [Cache.GetOrComputeMany] function, for any of the keys it was given);
 // ok is false when there is no previous value, or for any other context.
 func Previous[V any](ctx context.Context, key string) (v V, ok bool) {
+	if ctx == nil {
+		return v, false
+	}
 	prev, _ := ctx.Value(previousKey{}).(map[string]V)
 	v, ok = prev[key]
 	return v, ok
@@ -217,6 +220,9 @@ type metaKey struct{}
 var computeMetaKey = &metaKey{}
 
 func metaFrom(ctx context.Context) *computeMeta {
+	if ctx == nil {
+		return nil
+	}
 	m, _ := ctx.Value(computeMetaKey).(*computeMeta)
 	return m
 }

@@ -39,7 +39,8 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 	if !found {
 		return verdictMiss
 	}
-	switch c.invalidation(ctx, e) { // now may predate the read: the marks read their own clock
+	// The one check that counts Stats().Invalidated: once per entry read.
+	switch c.invalidationAt(ctx, e, time.Time{}, true) { // now may predate the read: the marks read their own clock
 	case invHard:
 		return verdictMiss
 	case invSoft:
@@ -77,26 +78,34 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 // a lead's re-read, a value standing in for a failed compute, a computed
 // value before it is stored, a load's answer as it reaches each caller
 // (servable). Marks that cannot be read in time give invUnknown (see
-// there); a kept entry is judged by keptFloor (see invalidationAt).
+// there); a kept entry is judged by keptFloor (see invalidationAt). It
+// does not count Stats().Invalidated: judge, the check of an entry as it
+// is read, does, so that an entry read once counts once however often it
+// is checked again (a stand-in, a load's answer for each caller).
 func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) invState {
-	return c.invalidationAt(ctx, e, time.Time{})
+	return c.invalidationAt(ctx, e, time.Time{}, false)
 }
 
 // invalidationAt is invalidation with the cache clock's now, which spares
 // the hit path a clock read when the clock is the real one. A kept entry
 // (computed while Redis was unreachable) is judged by keptFloor instead:
-// only this process's own invalidations are known to reach it.
-func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time) invState {
+// only this process's own invalidations are known to reach it. count
+// says whether an invalidated entry counts in Stats().Invalidated.
+func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time, count bool) invState {
 	if e.kept {
 		if e.stamp.gen < c.keptFloor.Load() {
-			c.stats.invalidated.Add(1)
+			if count {
+				c.stats.invalidated.Add(1)
+			}
 			return invHard
 		}
 		return invValid
 	}
 	st, err := c.marks.checkAt(ctx, e.stamp, c.marks.monoAt(now, c.realClock))
 	if st != invValid {
-		c.stats.invalidated.Add(1)
+		if count {
+			c.stats.invalidated.Add(1)
+		}
 		if err != nil {
 			c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the entry does not answer", "", err)
 		}

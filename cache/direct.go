@@ -46,6 +46,9 @@ func (c *Cache[V]) FetchWithFallback(ctx context.Context, key string, fn, fallba
 // fails the read, one matching ErrUnavailable too (and [ErrRedisTimeout]
 // past the budget), or ctx's error when ctx ended.
 func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err error) {
+	if ctx == nil {
+		return v, false, ErrNilContext
+	}
 	if err := c.check(key); err != nil {
 		return v, false, err
 	}
@@ -89,6 +92,9 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 // is open), the error matches [ErrUnavailable] and v may or may not be
 // stored; when ctx ends first, ctx's error.
 func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if err := c.check(key); err != nil {
 		return err
 	}
@@ -202,6 +208,9 @@ func (c *Cache[V]) forgetLocal(key string) {
 // the error matches [ErrUnavailable] and the key may or may not be
 // deleted; when ctx ends first, ctx's error.
 func (c *Cache[V]) Delete(ctx context.Context, key string) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if err := c.check(key); err != nil {
 		return err
 	}

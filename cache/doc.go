@@ -16,8 +16,8 @@
 //	{ns:k}:l  the recompute lease: its holder's random token, only while it computes
 //	{ns:k}:n  the pub/sub channel on which fills are announced (with the value)
 //
-// A fill is a compare-and-set against the writer's own lease token, and Set
-// and Delete take the lease away, so a writer whose lease expired or was lost
+// A fill is a compare-and-set against the writer's own lease token, and Set,
+// Delete and Expire take the lease away, so a writer whose lease expired or was lost
 // in a failover, or whose key was deleted or Set while it computed, can never
 // overwrite a newer value.
 //
@@ -28,4 +28,12 @@
 // keeps them from paying Redis timeouts until a background probe finds it
 // answering again. When the origin fails, a value inside its StaleIfError
 // window answers and is re-armed for FailSafeThrottle across the fleet.
+//
+// [New] does not dial Redis, so a wrong address shows only as calls
+// answering Degraded: call [Cache.Ping] at start-up and from a readiness
+// probe. A value reads back the same from every path (a compute, L1, Redis,
+// process-local mode): New refuses a value type with a field the default
+// codec would drop, such as an unexported one (see
+// [Options.AllowDroppedFields]). A value handed out is shared with L1 and
+// the process-local store: do not modify it.
 package cache

@@ -62,6 +62,11 @@ var (
 	ErrInvalidated = errors.New("cache: invalidated while it was computed, again and again")
 	// ErrClosed means the Cache was closed.
 	ErrClosed = errors.New("cache: closed")
+	// ErrNilContext is returned by a call given a nil context (pass
+	// context.Background() or context.TODO() instead), before any work,
+	// rather than a panic deep inside it. SetTags, SetTTL, SetStale and
+	// Previous treat a nil context as one from outside a compute function.
+	ErrNilContext = errors.New("cache: nil context")
 	// ErrNotFound is what a compute function returns (wrapped or not) to say
 	// that the key has no value. That absence is cached for NegativeTTL, so
 	// a missing key does not stampede the origin either; callers get an

@@ -53,6 +53,9 @@ func (l loaded[V]) cacheable(err error) bool {
 // fetch is GetOrCompute, Fetch and FetchWithFallback: the hit path, then a
 // load shared by the process's callers of key.
 func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(context.Context) (V, error)) (Result[V], error) {
+	if ctx == nil {
+		return Result[V]{}, ErrNilContext
+	}
 	if err := c.check(key); err != nil {
 		return Result[V]{}, err
 	}
@@ -117,7 +120,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 // marks' trust is measured on it).
 func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[V], bool) {
 	e, ok := c.l1.get(key, now)
-	if !ok || c.invalidationAt(ctx, e, now) != invValid {
+	if !ok || c.invalidationAt(ctx, e, now, false) != invValid {
 		return entry[V]{}, false
 	}
 	return e, true

@@ -41,6 +41,9 @@ import (
 // of them returns nil. Tags must satisfy [ErrInvalidTag]'s rule; no tag is
 // a no-op.
 func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if len(tags) == 0 { // not Clear
 		return nil
 	}
@@ -57,6 +60,9 @@ func (c *Cache[V]) InvalidateTags(ctx context.Context, tags ...string) error {
 // origin fails, each call tries it again. InvalidateTags, the hard
 // invalidation, is what most callers want.
 func (c *Cache[V]) ExpireTags(ctx context.Context, tags ...string) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if len(tags) == 0 { // not Clear
 		return nil
 	}
@@ -74,6 +80,9 @@ func (c *Cache[V]) Clear(ctx context.Context) error {
 // invalidate is InvalidateTags (tags), ExpireTags (soft) and Clear (nil
 // tags).
 func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if c.closedFlag.Load() {
 		return ErrClosed
 	}

@@ -101,12 +101,19 @@ func (c *Cache[V]) observe(ctx context.Context, e Event) {
 	c.opts.Observer.Observe(ctx, e)
 }
 
-// logRare logs one of the rare events that an operator should see.
-func (c *Cache[V]) logRare(ctx context.Context, level slog.Level, msg string, key string, err error) {
-	attrs := []slog.Attr{slog.String("namespace", c.opts.Namespace), slog.String("key", key)}
+// logRare logs one of the rare events that an operator should see, with
+// the namespace, the key (when the event is about one) and the cause (err,
+// when there is one), then extra.
+func (c *Cache[V]) logRare(ctx context.Context, level slog.Level, msg string, key string, err error, extra ...slog.Attr) {
+	attrs := make([]slog.Attr, 0, 3+len(extra))
+	attrs = append(attrs, slog.String("namespace", c.opts.Namespace))
+	if key != "" {
+		attrs = append(attrs, slog.String("key", key))
+	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
+	attrs = append(attrs, extra...)
 	c.opts.Logger.LogAttrs(ctx, level, msg, attrs...)
 }
 

@@ -3,7 +3,9 @@ package cache
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stampede-go/stampede/stale"
 )
@@ -99,6 +101,16 @@ type Options struct {
 	// []byte or string V is stored as its raw bytes. [S2Codec] compresses
 	// large values.
 	Codec Codec
+	// AllowDroppedFields lets V have fields the default codec does not
+	// encode (unexported ones, at any depth, outside a type that encodes
+	// itself). By default [New] refuses such a V, naming the field, in both
+	// modes: a value read back from Redis would lack what a miss, L1 or
+	// the process-local store hand out, so one call could answer two
+	// values. Tag a field `msgpack:"-"` to drop it on purpose. With a
+	// custom Codec the check is not made: what it keeps is its author's
+	// responsibility. A []byte or string V is stored as its raw bytes. The
+	// check runs once, in New: a hit, from L1 or Redis, pays nothing for it.
+	AllowDroppedFields bool
 	// RedisTimeout bounds each Redis step of a call (one command, script or
 	// pipeline), whatever the go-redis client's own timeouts and retries
 	// are: a step past it fails with [ErrRedisTimeout], counts towards the
@@ -133,7 +145,9 @@ type Options struct {
 	L1TTL time.Duration
 	// Observer receives the cache's events (outcomes, leases, computes,
 	// waits, fence rejections, errors) for metrics and traces. Default: nil
-	// (none, and no cost).
+	// (none, and no cost). An Observer with a method Init(namespace
+	// string) has it called once by [New], before any event, so that it
+	// can export the namespace's series at 0 (stampedeprom does).
 	Observer Observer
 	// Logger logs the rare events an operator should see: a lease lost, a
 	// fill fenced out, a corrupt entry, a value not stored, the fail-safe
@@ -249,7 +263,7 @@ func (o *Options) validate() error {
 	}
 	for i := 0; i < len(o.Namespace); i++ {
 		if b := o.Namespace[i]; !namespaceByte(b) {
-			return bad("Namespace %q: byte %q at %d is not a letter, a digit or one of _ - . /", o.Namespace, b, i)
+			return bad("Namespace %q: byte %s at %d is not a letter, a digit or one of _ - . /", o.Namespace, quoteByte(b), i)
 		}
 	}
 	switch {
@@ -279,6 +293,15 @@ func (o *Options) validate() error {
 		return bad("MaxDegradedComputes must not be negative, got %d", o.MaxDegradedComputes)
 	}
 	return nil
+}
+
+// quoteByte quotes b as a Go character literal, a byte past ASCII as its
+// escape ('\xc3'), not the Latin-1 letter it would otherwise print as.
+func quoteByte(b byte) string {
+	if b < utf8.RuneSelf {
+		return strconv.QuoteRuneToASCII(rune(b))
+	}
+	return fmt.Sprintf(`'\x%02x'`, b)
 }
 
 // namespaceByte reports whether b may appear in a Namespace.

@@ -531,7 +531,7 @@ func (s *redisStore[V]) redisFailed(ctx context.Context, err error) {
 		return
 	}
 	if s.c.brk.failure() {
-		s.c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err)
+		s.c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err, slog.String("addr", s.addrs()))
 		s.c.observe(ctx, Event{Kind: EventBreakerOpen, Err: err})
 	}
 }
@@ -566,7 +566,7 @@ func (s *redisStore[V]) redisOK(ctx context.Context) {
 		if s.c.kept != nil { // what the outage computed must not answer in the next one
 			s.c.kept.clear()
 		}
-		s.c.logRare(ctx, slog.LevelInfo, "stampede: Redis answers again (breaker closed)", "", nil)
+		s.c.logRare(ctx, slog.LevelInfo, "stampede: Redis answers again (breaker closed)", "", nil, slog.String("addr", s.addrs()))
 		s.c.observe(ctx, Event{Kind: EventBreakerClosed})
 	}
 }

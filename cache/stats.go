@@ -42,7 +42,10 @@ type Stats struct {
 	Revalidated uint64
 	// Invalidated counts entries that did not answer, or answered only as
 	// expired, because InvalidateTags, ExpireTags or Clear invalidated them
-	// (or their marks could not be read); Recomputed the computes (or, for
+	// (or their marks could not be read): once per read of an entry from
+	// the store (a caller's, a waiter's, a batch's), however often the
+	// entry is checked again afterwards; L1's copies are not counted, the
+	// read of Redis that follows is. Recomputed the computes (or, for
 	// an invalidation that came while the value was being stored, the
 	// loads) done again because an invalidation came while they ran.
 	Invalidated, Recomputed uint64

@@ -274,7 +274,7 @@ func (c *checker) errors() {
 // allowed lists the errors the README documents for o's path.
 func (c *checker) allowed(o *Op) []string {
 	switch o.Req.Op {
-	case wire.OpGet, wire.OpSet, wire.OpDelete:
+	case wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpExpire:
 		return []string{wire.ErrUnavailable, wire.ErrRedisTimeout, wire.ErrDeadline}
 	case wire.OpHTTPGet, wire.OpHTTPPost:
 		// A failed or panicking handler is a 5xx; nothing else may be.
@@ -480,17 +480,18 @@ func (sc Scenario) crossWindow() time.Duration {
 	return w
 }
 
-// writes: after Set or Delete of a key returned, a call of that key that
-// began later on the same replica (on another, later than the
-// cross-replica window) is not answered a value written before the Set or
-// Delete began.
+// writes: after Set, Delete or Expire of a key returned, a call of that
+// key that began later on the same replica (on another, later than the
+// cross-replica window) is not answered a value written before the write
+// began. Exempt, after Expire: the expired value standing in for a failing
+// or slow compute (stale-if-error, SoftTimeout), as after ExpireTags.
 func (c *checker) writes() {
 	byKey := map[string][]answer{}
 	for _, a := range c.answers() {
 		byKey[a.key] = append(byKey[a.key], a)
 	}
 	for _, w := range c.h.Ops {
-		if !w.Ok() || (w.Req.Op != wire.OpSet && w.Req.Op != wire.OpDelete && w.Req.Op != wire.OpHTTPPost) {
+		if !w.Ok() || (w.Req.Op != wire.OpSet && w.Req.Op != wire.OpDelete && w.Req.Op != wire.OpExpire && w.Req.Op != wire.OpHTTPPost) {
 			continue // a POST through the middleware deletes its route's entry
 		}
 		for _, a := range byKey[w.Req.Key] {
@@ -506,6 +507,9 @@ func (c *checker) writes() {
 			}
 			if c.lost(w.Invoke, a.op.Return) {
 				continue // a failover or a restart without persistence may lose the write itself (docs/operating.md)
+			}
+			if w.Req.Op == wire.OpExpire && c.failedAfter(a, w.Invoke) {
+				continue // an expired value may stand in for a failing compute
 			}
 			if a.v.Src == "set" {
 				if ret, ok := c.setReturned(a); !ok || ret >= w.Invoke {
@@ -629,7 +633,7 @@ func (c *checker) writeDuring(key string, from, to time.Duration) bool {
 			continue
 		}
 		switch o.Req.Op {
-		case wire.OpSet, wire.OpDelete, wire.OpHTTPPost:
+		case wire.OpSet, wire.OpDelete, wire.OpExpire, wire.OpHTTPPost:
 			if o.Req.Key == key {
 				return true
 			}

@@ -153,6 +153,29 @@ func TestCheckerWritesErrorsDeadlinesAndComputes(t *testing.T) {
 			b.op("r0", wire.OpDelete, "k0", 100, 110, wire.Response{})
 			b.op("r1", wire.OpGetOrCompute, "k0", 120, 130, val("c1"))
 		}, ""},
+		{"Expire: served as a hit on the same replica", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpExpire, "k0", 100, 110, wire.Response{})
+			b.op("r0", wire.OpGet, "k0", 120, 130, val("c1"))
+		}, "write"},
+		{"Expire: served on another replica past the cross-replica window", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpExpire, "k0", 100, 110, wire.Response{})
+			b.op("r1", wire.OpGetOrCompute, "k0", 2000, 2010, val("c1"))
+		}, "write"},
+		{"Expire: stale for a compute that failed after it", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpExpire, "k0", 100, 110, wire.Response{})
+			b.compute("c2", "k0", "r0", 120, 125, "failed")
+			r := val("c1")
+			r.Outcome = "stale"
+			b.op("r0", wire.OpFetch, "k0", 120, 130, r)
+		}, ""},
+		{"Expire: a value computed after it began", func(b *hb) {
+			b.compute("c1", "k0", "r0", 105, 108, "ok")
+			b.op("r0", wire.OpExpire, "k0", 100, 110, wire.Response{})
+			b.op("r0", wire.OpGet, "k0", 120, 130, val("c1"))
+		}, ""},
 		{"undocumented error", func(b *hb) {
 			b.op("r0", wire.OpGetOrCompute, "k0", 100, 110, wire.Response{Err: wire.ErrOther})
 		}, "documented errors"},

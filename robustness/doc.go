@@ -15,8 +15,8 @@
 //     that made it.
 //   - traffic.go draws random operations over a small key space through
 //     every path: GetOrCompute, Fetch, FetchWithFallback, GetOrComputeMany,
-//     Get, Set with options, Delete, InvalidateTags, ExpireTags, Clear, and
-//     the middleware (replica/http.go: a chi route cached by
+//     Get, Set with options, Delete, Expire, InvalidateTags, ExpireTags,
+//     Clear, and the middleware (replica/http.go: a chi route cached by
 //     middleware.Cache), with computes that are slow, fail, panic, tag, set
 //     a TTL, answer "unchanged" or return a large value.
 //   - nemesis.go injects one fault at a time and heals it: Redis killed

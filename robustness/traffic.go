@@ -39,6 +39,7 @@ var DefaultWeights = map[string]int{
 	wire.OpGet:               12,
 	wire.OpSet:               6,
 	wire.OpDelete:            4,
+	wire.OpExpire:            2,
 	wire.OpInvalidateTags:    4,
 	wire.OpExpireTags:        2,
 	wire.OpClear:             2,
@@ -136,7 +137,7 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 
 // opOrder fixes the order weights are drawn in (map order is random).
 var opOrder = []string{wire.OpGetOrCompute, wire.OpFetch, wire.OpFetchWithFallback, wire.OpGetOrComputeMany,
-	wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, opUpdate,
+	wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpExpire, wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, opUpdate,
 	wire.OpHTTPGet, wire.OpHTTPPost}
 
 // compute draws how the call's compute function behaves.

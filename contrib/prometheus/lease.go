@@ -55,6 +55,17 @@ func NewLeaseObserver(opts Options) *LeaseObserver {
 	o.remaining = o.hist("lock_remaining_at_release_seconds", "Validity left on a lease when it was released: how close the work came to losing it.")
 	o.rejected = o.counter("lock_release_rejected_total", "Releases that found the lease no longer ours.")
 	o.redisErrors = o.counter("lock_redis_errors_total", "Failed calls to a Redis server.")
+	// Every series at 0 from the start: a family with no event yet is
+	// exported, not missing.
+	for _, v := range []*prometheus.HistogramVec{o.acquireSeconds, o.workSeconds, o.remaining} {
+		v.WithLabelValues()
+	}
+	for _, v := range []*prometheus.CounterVec{o.acquired, o.busy, o.lost, o.released, o.rejected, o.redisErrors} {
+		v.WithLabelValues()
+	}
+	for _, r := range []string{"ok", "failed"} {
+		o.extensions.WithLabelValues(r)
+	}
 	return o
 }
 

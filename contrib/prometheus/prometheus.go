@@ -18,12 +18,18 @@
 //	stampede_lease_release_rejected_total{namespace} releases that found the lease no longer ours
 //	stampede_compute_seconds{namespace}              compute function duration
 //	stampede_compute_errors_total{namespace}         compute functions that failed (a "not found" is not a failure)
+//	stampede_waits_total{namespace,outcome}          waits for another replica's compute, by how they ended
 //	stampede_wait_seconds{namespace,outcome}         how long a process waited for another replica, by how the wait ended
 //	stampede_fill_fenced_out_total{namespace}        fills rejected by the fence (a newer lease, Set or Delete won)
 //	stampede_corrupt_entries_total{namespace}        entries that were not ours or did not decode
 //	stampede_redis_errors_total{namespace}           failed Redis calls
 //	stampede_breaker_open{namespace}                 1 while Redis is considered down
 //	stampede_breaker_transitions_total{namespace,state} breaker openings and closings
+//
+// Every family is exported from the start, its series at 0, for each
+// namespace named in [Options.Namespaces] (from registration) and for each
+// cache given the Observer (from [cache.New], which calls [Observer.Init]):
+// a dashboard or an alert on stampede_breaker_open sees 0, not no data.
 package stampedeprom
 
 import (
@@ -42,6 +48,10 @@ type Options struct {
 	// DurationBuckets are the histograms' buckets in seconds. Default: from
 	// 1ms to 30s.
 	DurationBuckets []float64
+	// Namespaces are the caches' namespaces whose series New creates at 0,
+	// so that they are exported from registration on. A cache given the
+	// Observer adds its own when it is created (see [Observer.Init]).
+	Namespaces []string
 }
 
 // Observer is a [cache.Observer] and a [prometheus.Collector]: register it
@@ -125,7 +135,35 @@ func New(opts Options) *Observer {
 	o.waitSeconds = hist("wait_seconds", "Time a process waited for another replica's compute, by how the wait ended.", "outcome")
 	o.breakerOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: opts.Prefix + "_breaker_open", Help: "1 while Redis is considered down."}, []string{"namespace"})
 	o.collectors = append(o.collectors, o.breakerOpen)
+	for _, ns := range opts.Namespaces {
+		o.Init(ns)
+	}
 	return o
+}
+
+// requestOutcomes are the outcome labels of stampede_requests_total.
+var requestOutcomes = []string{"hit", "miss", "shared", "waited", "stale", "fallback", "degraded", "negative"}
+
+// Init creates namespace's series at 0 (requests by every outcome, waits
+// ended "waited", breaker transitions by state, the breaker closed), so
+// that every family is exported before any event. [cache.New] calls it
+// for the cache's namespace; calling it again changes nothing.
+func (o *Observer) Init(namespace string) {
+	for _, out := range requestOutcomes {
+		o.requests.WithLabelValues(namespace, out)
+	}
+	for _, v := range []*prometheus.CounterVec{o.saved, o.acquired, o.busy, o.extended, o.lost, o.rejected,
+		o.computeErrors, o.fencedOut, o.corrupt, o.redisErrors} {
+		v.WithLabelValues(namespace)
+	}
+	o.waits.WithLabelValues(namespace, "waited")
+	o.waitSeconds.WithLabelValues(namespace, "waited")
+	o.acquireSeconds.WithLabelValues(namespace)
+	o.computeSeconds.WithLabelValues(namespace)
+	for _, st := range []string{"open", "closed"} {
+		o.trans.WithLabelValues(namespace, st)
+	}
+	o.breakerOpen.WithLabelValues(namespace) // 0 until the breaker opens
 }
 
 // Observe implements [cache.Observer].

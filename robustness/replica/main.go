@@ -190,6 +190,8 @@ func (r *replica) do(req wire.Request) (resp wire.Response) {
 		err = r.c.Set(ctx, req.Key, v, opts...)
 	case wire.OpDelete:
 		err = r.c.Delete(ctx, req.Key)
+	case wire.OpExpire:
+		err = r.c.Expire(ctx, req.Key)
 	case wire.OpInvalidateTags:
 		err = r.c.InvalidateTags(ctx, req.Tags...)
 	case wire.OpExpireTags:

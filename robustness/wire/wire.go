@@ -16,6 +16,7 @@ const (
 	OpGet               = "get"
 	OpSet               = "set"
 	OpDelete            = "delete"
+	OpExpire            = "expire"
 	OpInvalidateTags    = "invalidate-tags"
 	OpExpireTags        = "expire-tags"
 	OpClear             = "clear"

@@ -1,0 +1,163 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/stale"
+
+	_ "embed"
+)
+
+//go:embed scripts/expire.lua
+var expireSrc string
+
+var expireScript = redis.NewScript(expireSrc)
+
+// expireTries bounds the read and compare-and-set rounds of a Redis
+// Expire racing writes to the key; past them it deletes the key.
+const expireTries = 3
+
+// Expire is the single-key [Cache.ExpireTags]: key's value becomes expired
+// instead of missing. The next call recomputes it, and the value may still
+// answer for a failing (or, with SoftTimeout, slow) compute while inside
+// its stale-if-error window past its TTL (max(Stale, StaleIfError); with
+// neither, Expire deletes it, like [Cache.Delete]): FusionCache's Expire. A
+// cached "not found" is deleted. Like Delete, a compute in flight for key
+// cannot write its result afterwards, and after Expire returns this
+// replica never answers the value as a hit (nor Stale, nor from L1); other
+// replicas' L1 tiers drop it when the invalidation reaches them, and
+// replicas read it as expired by their own clocks (skew between replicas'
+// clocks can leave it fresh for that long). When Redis fails it (or the
+// breaker is open), the error matches [ErrUnavailable] and the key may or
+// may not be expired; when ctx ends first, ctx's error.
+func (c *Cache[V]) Expire(ctx context.Context, key string) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if err := c.check(key); err != nil {
+		return err
+	}
+	if !c.store.available() {
+		return fmt.Errorf("cache: expire %q: %w", key, ErrUnavailable)
+	}
+	var err error
+	if c.redis != nil {
+		err = c.redis.expire(ctx, c.keysFor(key))
+	} else {
+		c.local.expire(c.keysFor(key))
+	}
+	c.forgetLocal(key)
+	if c.l1 != nil {
+		c.l1.invalidate(key)
+	}
+	if err != nil {
+		return storeFailed(ctx, err)
+	}
+	return nil
+}
+
+// expireWindows returns w ended at now, keeping only its stale-if-error
+// window; ok is false when nothing could stand in afterwards (no window
+// past the TTL and not a fail-safe value, already past it, or created
+// after now by this clock), and the entry is to be deleted.
+func expireWindows(w stale.Windows, failSafe bool, now time.Time) (_ stale.Windows, ok bool) {
+	if !(failSafe || w.ErrorUntil.After(w.FreshUntil)) || !now.Before(w.ErrorUntil) || w.Created.After(now) {
+		return w, false
+	}
+	w.FreshUntil = minTime(w.FreshUntil, now)
+	w.StaleUntil = minTime(w.StaleUntil, now)
+	return w, true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// expire is Expire on the local store: the entry's windows end now, and a
+// claim in flight is taken away.
+func (s *localStore[V]) expire(k keys) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.claims, k.key) // the compute in flight, if any, is fenced out
+	now := s.now()
+	if e, ok := s.entries.get(k.key, now.UnixNano()); ok {
+		if w, keep := expireWindows(e.w, e.failSafe, now); keep && !e.negative {
+			e.w = w
+			s.entries.put(k.key, e, e.w.ErrorUntil.UnixNano())
+		} else {
+			s.entries.delete(k.key)
+		}
+	}
+	s.wakeLocked(k.key)
+}
+
+// expire is Expire on Redis: read the envelope, end its windows, and write
+// it back only if unchanged (a compare-and-set that also takes the lease
+// away and announces like Delete); a key that keeps changing is deleted.
+func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
+	for range expireTries {
+		cur, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+			v, err := s.rdb.Get(ctx, k.value).Result()
+			if errors.Is(err, redis.Nil) {
+				return "", nil
+			}
+			return v, err
+		})
+		if err != nil {
+			s.redisFailed(ctx, err)
+			return fmt.Errorf("cache: expire %s: %w", k.value, err)
+		}
+		next := s.expiredEnvelope(cur)
+		n, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
+			return expireScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, cur, next, k.channel(),
+				s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Int64()
+		})
+		if err != nil {
+			s.redisFailed(ctx, err)
+			return fmt.Errorf("cache: expire %s: %w", k.value, err)
+		}
+		if n == 1 {
+			s.redisOK(ctx)
+			s.reads.forget(k.value)
+			return nil
+		}
+	}
+	return s.delete(ctx, k) // written to again and again: expire harder
+}
+
+// expiredEnvelope returns the envelope cur with its windows ended now, or
+// "" when it is to be deleted (nothing to stand in, a cached "not found",
+// corrupt or foreign, or none).
+func (s *redisStore[V]) expiredEnvelope(cur string) string {
+	if cur == "" {
+		return ""
+	}
+	env, err := decodeEnvelope(unsafe.Slice(unsafe.StringData(cur), len(cur)))
+	if err != nil || env.Type != s.c.typeTag || env.Flags&flagNegative != 0 {
+		return ""
+	}
+	w := stale.Windows{Created: fromMillis(env.Created), FreshUntil: fromMillis(env.FreshUntil),
+		StaleUntil: fromMillis(env.StaleUntil), ErrorUntil: fromMillis(env.ErrorUntil)}
+	// Whole milliseconds, rounded down: every later reading of this clock
+	// finds the entry expired.
+	now := s.c.now().Truncate(time.Millisecond)
+	w, ok := expireWindows(w, env.Flags&flagFailSafe != 0, now)
+	if !ok {
+		return ""
+	}
+	env.FreshUntil, env.StaleUntil = toMillis(w.FreshUntil), toMillis(w.StaleUntil)
+	b, err := encodeEnvelope(&env)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
