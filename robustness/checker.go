@@ -301,6 +301,14 @@ func (c *checker) invalidationsDuring(o *Op) int {
 			from = p.Invoke
 		}
 	}
+	// A load goes on after its first caller's deadline: one of its
+	// computes still running when o began started it for an earlier call.
+	for _, cp := range c.h.Computes {
+		if cp.Replica == o.Replica && (cp.Key == o.Req.Key || slices.Contains(o.Req.Keys, cp.Key)) &&
+			cp.Began <= o.Return && (cp.Ended == 0 || cp.Ended >= o.Invoke) {
+			from = min(from, cp.Began, c.invoked(cp.Req))
+		}
+	}
 	n := 0
 	for _, i := range c.h.Ops {
 		switch i.Req.Op {
