@@ -128,10 +128,12 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		rs.notify.onReset = func() {
 			c.synced.Store(false)
 			c.l1.clears.Add(1)
+			rs.reads.forgetAll() // before the clear: see invalidated
 			c.l1.clear()
 		}
 		rs.notify.onListening = func() {
 			if !c.synced.Swap(true) {
+				rs.reads.forgetAll()
 				c.l1.clear() // what was put while unsubscribed cannot be vouched for
 			}
 		}
@@ -213,6 +215,11 @@ func (c *Cache[V]) invalidated(payload string) {
 	if !ok || id == c.id {
 		return
 	}
+	// A GET of key in flight may predate the write announced: reads that
+	// start from now on must not join it. Forgotten before the floor rises,
+	// so that a read whose version is at or past the new floor (whose put
+	// L1 accepts) starts its own GET, sent after the announcement came.
+	c.redis.reads.forget(c.keysFor(key).value)
 	c.l1.invalidate(key)
 }
 

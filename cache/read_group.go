@@ -27,13 +27,25 @@ type readFlight struct {
 	err  error
 }
 
-// forget makes later reads of key start a GET of their own: a write has
-// just been acknowledged, and a read already in flight may have been
-// answered before it. Callers that joined that read still get its reply
-// (they started before the write returned).
+// forget makes later reads of key start a GET of their own: the process
+// has just learned of a state of key that a read already in flight may
+// predate (its GET may even have been answered already, its reply held up
+// on the way back). That is a write acknowledged (Set, Delete, a fill), an
+// invalidation heard, or a value read by another route (a waiter's read or
+// notification, a claim, a read of its own), which may already answer a
+// caller: a read that starts after that caller returned must not get an
+// older reply. Callers that joined the read in flight still get its reply
+// (they started before).
 func (g *readGroup) forget(key string) {
 	g.mu.Lock()
 	delete(g.flights, key)
+	g.mu.Unlock()
+}
+
+// forgetAll is forget for every key: invalidations may have been missed.
+func (g *readGroup) forgetAll() {
+	g.mu.Lock()
+	clear(g.flights)
 	g.mu.Unlock()
 }
 

@@ -132,6 +132,9 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 	if err != nil {
 		return entry[V]{}, false, err
 	}
+	if mode != readShared {
+		s.reads.forget(k.value) // this reply may answer a caller: see readGroup.forget
+	}
 	return s.c.decodeEntry(ctx, k.key, r, mode != readOwn)
 }
 
@@ -178,6 +181,7 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 		vkeys[i] = k.value
 	}
 	give := func(i int, r reply) {
+		s.reads.forget(ks[i].value) // not a read of the group: see readGroup.forget
 		e, found, _ := s.c.decodeEntry(ctx, ks[i].key, r, mode != readOwn)
 		each(i, e, found)
 	}
@@ -313,6 +317,7 @@ func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *
 		return claimed[V]{remaining: time.Duration(max(ms, 0)) * time.Millisecond}
 	}
 	cl := claim[V]{k: k, token: token, reread: true}
+	s.reads.forget(k.value) // the claim read the value too
 	if v, ok := res[1].(string); ok {
 		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
 		if cl.found && !cl.seen.negative {
@@ -452,6 +457,9 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 	if res[1] == 1 {
 		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
 	}
+	if res[0] == 1 {
+		s.reads.forget(k.value)
+	}
 	return res[0] == 1
 }
 
@@ -508,6 +516,7 @@ func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscripti
 	if w, ok := sub.(*waiter); ok {
 		if p := w.take(); isEnvelope(p) {
 			if e, found, _ := s.c.decodeEntry(ctx, k.key, reply{s: p, found: true}, false); found {
+				s.reads.forget(k.value) // see readGroup.forget
 				return e, true, nil
 			}
 		}
