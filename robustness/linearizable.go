@@ -138,12 +138,10 @@ func registerHistories(sc Scenario, h *History) map[string][]porcupine.Operation
 		switch {
 		case o.Unknown:
 			ret = never
-		case o.Resp.Err == wire.ErrUnavailable && o.Req.Op != wire.OpClear:
-			continue // refused before anything was written
 		case o.Resp.Err != "" && o.Req.Op == wire.OpGet:
 			continue // a failed read says nothing
 		case o.Resp.Err != "":
-			ret = never // a failed write may have happened
+			ret = never // a failed write may have happened (ErrUnavailable says so too: a step failed, or the breaker refused it)
 		}
 		cid := clientOf(o.Replica + fmt.Sprint(o.Req.ID))
 		switch o.Req.Op {
