@@ -438,8 +438,10 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 		after = c.sc.Options.WaitTimeout
 	}
 	for _, cp := range c.h.Computes {
+		// Callers that joined the load share its stand-in: measure from
+		// the compute's begin, not the caller's.
 		if after > 0 && cp.Key == a.key && cp.Began < a.op.Return && (cp.Ended == 0 || cp.Ended > a.op.Return) &&
-			a.op.Return-max(cp.Began, a.op.Invoke) >= after {
+			a.op.Return-cp.Began >= after {
 			return true // answered while the compute went on
 		}
 		// A batch's compute fails for all its keys when one key's does.
