@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
@@ -391,4 +393,33 @@ func TestPurgeHandlerRejectsBadInput(t *testing.T) {
 			t.Fatalf("%d, want 503", res.StatusCode)
 		}
 	})
+}
+
+// A purge Redis cannot take is not guaranteed: Purge says so with
+// cache.ErrUnavailable, the purge handler with a 503.
+func TestPurgeWithoutRedisIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := newResponses(t, rdb, cache.Options{TTL: time.Hour})
+	if err := middleware.Purge(t.Context(), c, "a"); !errors.Is(err, cache.ErrUnavailable) {
+		t.Errorf("Purge: %v, want ErrUnavailable", err)
+	}
+	srv := httptest.NewServer(middleware.PurgeHandler(c))
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(middleware.MethodPurge, srv.URL, nil)
+	req.Header.Set("Surrogate-Key", "a")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("%d, want 503", res.StatusCode)
+	}
 }
