@@ -54,7 +54,7 @@ type handler struct {
 const maxMarkerHops = 3
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w = h.opts.stripTagHeaders(w) // surrogate.go: tag headers never reach the client, whatever the path
+	w = h.opts.stripTagHeaders(w, r) // surrogate.go: tag headers never reach the client, whatever the path
 	switch {
 	case h.c == nil:
 		h.bypass(w, r)

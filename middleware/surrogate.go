@@ -234,12 +234,14 @@ func setTags(ctx context.Context, tags []string) {
 	}
 }
 
-// stripTagHeaders returns the writer a request is answered through: w,
-// or, unless KeepTagHeaders, w removing the tag headers from every
-// response head it writes (1xx included), whichever path wrote it (a hit,
-// a miss, a streamed run, a bypass).
-func (o *Options) stripTagHeaders(w http.ResponseWriter) http.ResponseWriter {
-	if o.KeepTagHeaders || len(o.TagHeaders) == 0 {
+// stripTagHeaders returns the writer r is answered through: w, or, unless
+// KeepTagHeaders, w removing the tag headers from every response head it
+// writes (1xx included), whichever path wrote it (a hit, a miss, a
+// streamed run, a bypass). A request asking to switch protocols keeps w
+// itself: its handler takes the connection over (http.Hijacker), which
+// the wrapper would hide from a type assertion.
+func (o *Options) stripTagHeaders(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+	if o.KeepTagHeaders || len(o.TagHeaders) == 0 || r.Header.Get("Upgrade") != "" {
 		return w
 	}
 	return &tagStripper{ResponseWriter: w, names: o.TagHeaders}

@@ -423,3 +423,29 @@ func TestPurgeWithoutRedisIsUnavailable(t *testing.T) {
 		t.Fatalf("%d, want 503", res.StatusCode)
 	}
 }
+
+// A request that switches protocols (a WebSocket, say) reaches its handler
+// with the server's own writer: http.Hijacker by type assertion, as
+// WebSocket libraries look for it.
+func TestUpgradeRequestKeepsTheHijacker(t *testing.T) {
+	c := newResponses(t, redistest.Client(t), cache.Options{TTL: time.Hour})
+	srv := serve(t, c, middleware.Options{}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hj, ok := w.(http.Hijacker)
+		if !ok {
+			http.Error(w, "no Hijacker", http.StatusInternalServerError)
+			return
+		}
+		conn, buf, err := hj.Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		_ = buf.Flush()
+	}))
+	rep := get(t, srv.URL+"/ws", map[string]string{"Upgrade": "test", "Connection": "Upgrade"})
+	if rep.status != http.StatusSwitchingProtocols {
+		t.Fatalf("%d %q, want 101", rep.status, rep.body)
+	}
+}
