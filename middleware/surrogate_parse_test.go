@@ -122,3 +122,26 @@ func TestCodeKeysRejectWhatNoHeaderCarries(t *testing.T) {
 		}
 	}
 }
+
+// Any tag header values parse without a panic into at most 32 valid cache
+// tags, sorted and once each, or an error for more.
+func FuzzResponseTags(f *testing.F) {
+	f.Add("a b c", "x,y")
+	f.Add("café sha256:00", " , ")
+	f.Add(strings.Repeat("k ", 40), "")
+	f.Fuzz(func(t *testing.T, surrogateKey, cacheTagValue string) {
+		hdr := http.Header{"Surrogate-Key": {surrogateKey}, "Cache-Tag": {cacheTagValue}}
+		tags, err := responseTags(hdr, []string{HeaderSurrogateKey, HeaderCacheTag})
+		if err != nil {
+			return
+		}
+		if len(tags) > maxResponseTags || !slices.IsSorted(tags) || len(slices.Compact(slices.Clone(tags))) != len(tags) {
+			t.Fatalf("tags %q", tags)
+		}
+		for _, tag := range tags {
+			if !validCacheTag(tag) {
+				t.Fatalf("%q is not a valid cache tag", tag)
+			}
+		}
+	})
+}
