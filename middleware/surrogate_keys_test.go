@@ -449,3 +449,41 @@ func TestUpgradeRequestKeepsTheHijacker(t *testing.T) {
 		t.Fatalf("%d %q, want 101", rep.status, rep.body)
 	}
 }
+
+// The tags live in the stored header: a background refresh the handler
+// answers 304 (without its tag headers) keeps them, and a purge still
+// reaches the refreshed entry.
+func TestRefreshAnswered304KeepsTheTags(t *testing.T) {
+	var full, notModified atomic.Int32
+	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			notModified.Add(1)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		full.Add(1)
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Surrogate-Key", "doc")
+		fmt.Fprintf(w, "full %d", n)
+	}}
+	c := newResponses(t, redistest.Client(t), cache.Options{})
+	srv := serve(t, c, middleware.Options{TTL: time.Millisecond, Stale: time.Hour}, h)
+	get(t, srv.URL+"/doc", nil)
+	for r := get(t, srv.URL+"/doc", nil); r.header.Get("X-Cache") != "STALE"; r = get(t, srv.URL+"/doc", nil) {
+		if r.header.Get("X-Cache") != "HIT" {
+			t.Fatalf("before the refresh: %s", r.header.Get("X-Cache"))
+		}
+	}
+	waitFramesGone(t, backgroundFrame)
+	if full.Load() != 1 || notModified.Load() != 1 {
+		t.Fatalf("full runs %d, 304s %d: want one of each", full.Load(), notModified.Load())
+	}
+	if err := middleware.Purge(t.Context(), c, "doc"); err != nil {
+		t.Fatal(err)
+	}
+	r := get(t, srv.URL+"/doc", nil)
+	if r.header.Get("X-Cache") != middleware.StatusMiss || full.Load() != 2 {
+		t.Fatalf("after the purge: %s %q (full runs %d), want a MISS and a full run", r.header.Get("X-Cache"), r.body, full.Load())
+	}
+	assertNoTagHeaders(t, r, "after the purge")
+}
