@@ -54,6 +54,7 @@ type handler struct {
 const maxMarkerHops = 3
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w = h.opts.stripTagHeaders(w, r) // surrogate.go: tag headers never reach the client, whatever the path
 	switch {
 	case h.c == nil:
 		h.bypass(w, r)
@@ -255,6 +256,7 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 	if prev != nil {
 		req, validating = conditional(req, *prev)
 	}
+	req, tg := withTagger(req) // surrogate.go: collects the run's middleware.Tag keys
 	resp, err := f.h.run(ctx, req, live)
 	var hp *handlerPanic
 	if live != nil && errors.As(err, &hp) {
@@ -266,6 +268,7 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 	if validating && resp.Status == http.StatusNotModified {
 		resp = freshen(*prev, resp) // the stored body is still good (RFC 9111 §4.3.4)
 	}
+	resp = f.h.opts.mergeTags(resp, tg) // surrogate.go: Tag's keys join the stored tag header
 	stored, answer, err := f.store(ctx, resp, prev)
 	if live != nil {
 		f.setOwn(&produced{resp: answer})
@@ -297,8 +300,15 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		}
 		return Response{}, resp, ns
 	}
+	// Surrogate keys (surrogate.go): the entry carries the response's tags;
+	// one with more than the cache allows is answered, not stored.
+	tags, err := responseTags(resp.Header, h.opts.TagHeaders)
+	if err != nil {
+		return Response{}, resp, &notStored{reason: err.Error(), shared: &resp}
+	}
 	resp = prepareForStorage(resp, now, !h.opts.DeclaredFreshnessOnly)
 	windows := func(ctx context.Context) {
+		setTags(ctx, tags)
 		if v.fresh > 0 {
 			cache.SetTTL(ctx, v.fresh)
 		}
@@ -316,7 +326,12 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	if generation == "" && prev != nil && len(prev.VaryOn) > 0 {
 		generation = prev.Generation // a refreshed marker keeps its variants
 	}
-	if generation == "" {
+	if generation == "" || len(tags) > 0 {
+		// A tagged response's variant is stored by a Fetch of its own,
+		// begun after the handler ran: outside this compute's fence
+		// against a purge during the run. Under a new generation it is
+		// reachable only through this compute's marker, which the fence
+		// refuses, so it is never served.
 		generation = strconv.FormatUint(rand.Uint64(), 36)
 	}
 	vkey := variantKey(h.opts.Key(f.tmpl.get(), full), generation)
@@ -328,7 +343,7 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		return Response{}, resp, &notStored{reason: "variant not stored: " + err.Error()}
 	}
 	marker := Response{VaryOn: full, Generation: generation}
-	if f.key != f.urlKey {
+	if f.key != f.urlKey && len(tags) == 0 { // tagged: unfenced (see above), f.key's marker leads there
 		// The URL's marker learns the longer list (its entry keeps the
 		// cache's TTL); until then this key's marker leads there.
 		if err := h.c.Set(ctx, f.urlKey, marker); err != nil {

@@ -40,4 +40,9 @@
 //   - A response that is flushed, or outgrows MaxBodyBytes, streams to its
 //     own client and is not stored; 1xx responses go to the live client
 //     only; a handler's panic never stores anything.
+//   - A handler tags its response with surrogate keys (a Surrogate-Key or
+//     Cache-Tag response header, removed before the client sees it, or
+//     [Tag]); [Purge] and [PurgeHandler] invalidate every response tagged
+//     with a key, fleet-wide, with the cache's fenced InvalidateTags: not
+//     even a handler run under way during the purge is stored or served.
 package middleware

@@ -46,6 +46,17 @@ type Options struct {
 	// StatusHeader names the response header that says how a request was
 	// answered. Default: "X-Cache".
 	StatusHeader string
+	// TagHeaders name the response headers whose values tag the stored
+	// response with surrogate keys, for [Purge] and [PurgeHandler]:
+	// Cache-Tag's keys are comma-separated (Cloudflare), every other
+	// header's whitespace-separated (Surrogate-Key: Fastly, Souin). Keys
+	// given with [Tag] join the first of them. Default: Surrogate-Key and
+	// Cache-Tag.
+	TagHeaders []string
+	// KeepTagHeaders sends the tag headers on to the client (a CDN in front
+	// that purges by the same keys, say). Default: false, they are removed
+	// from every response before it leaves.
+	KeepTagHeaders bool
 	// Logger logs the responses that should have been stored and could not
 	// be (larger than the cache's MaxValueBytes, say). Default: nil (no
 	// logs).
@@ -69,4 +80,7 @@ func (o *Options) setDefaults() {
 		o.StatusHeader = "X-Cache"
 	}
 	o.VaryHeaders = canonicalSorted(o.VaryHeaders)
+	if o.TagHeaders = canonicalOnce(o.TagHeaders); len(o.TagHeaders) == 0 {
+		o.TagHeaders = []string{HeaderSurrogateKey, HeaderCacheTag}
+	}
 }

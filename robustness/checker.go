@@ -279,7 +279,7 @@ func (c *checker) allowed(o *Op) []string {
 	case wire.OpHTTPGet, wire.OpHTTPPost:
 		// A failed or panicking handler is a 5xx; nothing else may be.
 		return []string{wire.ErrDeadline, wire.ErrCanceled, wire.ErrOrigin, wire.ErrPanic}
-	case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear:
+	case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, wire.OpHTTPPurge:
 		return []string{wire.ErrUnavailable, wire.ErrDeadline}
 	}
 	// A caller that shares a FetchWithFallback's call gets its fallback's
@@ -312,7 +312,7 @@ func (c *checker) invalidationsDuring(o *Op) int {
 	n := 0
 	for _, i := range c.h.Ops {
 		switch i.Req.Op {
-		case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear:
+		case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, wire.OpHTTPPurge:
 		default:
 			continue
 		}
@@ -360,11 +360,18 @@ const deadlineSlack = 300 * time.Millisecond
 // for Clear) that read the origin before it began: not from Redis, L1, a
 // batch, a waiter, a stale or fail-safe answer, nor a compute in flight.
 // Exempt: degraded values on the replica that computed them, and, after
-// ExpireTags, a stale value standing in for a failing compute.
+// ExpireTags, a stale value standing in for a failing compute. A purge by
+// surrogate key (http-purge, the middleware's InvalidateTags) holds the
+// same fence over the route responses tagged with one of its keys.
 func (c *checker) invalidations() {
 	answers := c.answers()
 	for _, inv := range c.h.Ops {
-		if !inv.Ok() || (inv.Req.Op != wire.OpInvalidateTags && inv.Req.Op != wire.OpExpireTags && inv.Req.Op != wire.OpClear) {
+		switch inv.Req.Op {
+		case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, wire.OpHTTPPurge:
+		default:
+			continue
+		}
+		if !inv.Ok() {
 			continue
 		}
 		for _, a := range answers {
@@ -379,8 +386,11 @@ func (c *checker) invalidations() {
 			if a.op.Invoke <= inv.Return && !c.loadThrough(a, inv) {
 				continue
 			}
-			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) || isRouteKey(a.key) {
-				continue // the middleware's entries live in a cache of their own
+			if isRouteKey(a.key) != (inv.Req.Op == wire.OpHTTPPurge) {
+				continue // the middleware's entries live in a cache of their own, purged by surrogate key
+			}
+			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) {
+				continue
 			}
 			if c.degraded(a) || a.v.Src == "fallback" || c.lost(inv.Invoke, a.op.Return) {
 				continue // a lost mark is lost to whoever had not read it (docs/how-it-works.md)
@@ -650,7 +660,7 @@ func (c *checker) writeDuring(key string, from, to time.Duration) bool {
 			if o.Req.Key == key {
 				return true
 			}
-		case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear:
+		case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, wire.OpHTTPPurge:
 			return true
 		}
 	}

@@ -227,3 +227,55 @@ func TestCheckerRegisters(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A purge by surrogate key holds the invalidation fence over the route
+// responses tagged with its keys, and over them only.
+func TestCheckerPurgeBySurrogateKey(t *testing.T) {
+	hit := func(id string, tags ...string) wire.Response {
+		r := val(id, tags...)
+		r.Outcome = "hit"
+		return r
+	}
+	checkCases(t, []checkCase{
+		{"a route answered a response tagged before the purge", func(b *hb) {
+			b.compute("c1", "h0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{}, tags("route-h0"))
+			b.op("r2", wire.OpHTTPGet, "h0", 300, 310, hit("c1", "route-h0", "rg0"))
+		}, "invalidation"},
+		{"a handler that ran through the purge answered its own request", func(b *hb) {
+			b.compute("c1", "h0", "r0", 50, 250, "ok")
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{}, tags("rg0"))
+			r := val("c1", "route-h0", "rg0")
+			r.Outcome = "miss"
+			b.op("r0", wire.OpHTTPGet, "h0", 40, 260, r)
+		}, "invalidation"},
+		{"a route response computed after the purge began", func(b *hb) {
+			b.compute("c1", "h0", "r0", 150, 160, "ok")
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{}, tags("route-h0"))
+			b.op("r2", wire.OpHTTPGet, "h0", 300, 310, hit("c1", "route-h0", "rg0"))
+		}, ""},
+		{"another route's key", func(b *hb) {
+			b.compute("c1", "h0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{}, tags("route-h1", "rg1"))
+			b.op("r2", wire.OpHTTPGet, "h0", 300, 310, hit("c1", "route-h0", "rg0"))
+		}, ""},
+		{"a purge that failed", func(b *hb) {
+			b.compute("c1", "h0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{Err: wire.ErrUnavailable}, tags("route-h0"))
+			b.op("r2", wire.OpHTTPGet, "h0", 300, 310, hit("c1", "route-h0", "rg0"))
+		}, ""},
+		{"a purge does not reach the cache's own entries", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{}, tags("g0"))
+			b.op("r2", wire.OpGetOrCompute, "k0", 300, 310, val("c1", "g0"))
+		}, ""},
+		{"InvalidateTags does not reach the routes", func(b *hb) {
+			b.compute("c1", "h0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("rg0"))
+			b.op("r2", wire.OpHTTPGet, "h0", 300, 310, hit("c1", "route-h0", "rg0"))
+		}, ""},
+		{"a purge's undocumented error", func(b *hb) {
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{Err: wire.ErrOrigin}, tags("rg0"))
+		}, "documented errors"},
+	})
+}

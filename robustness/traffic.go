@@ -13,8 +13,9 @@ import (
 // read through the compute paths and written by Set, Delete and the
 // invalidations; register keys ("r0"…) only by Set, Delete, Get and Clear,
 // so that their history is a register's, for the linearizability check;
-// route keys ("h0"…) are the middleware's: GET through the cached route,
-// POST to invalidate it.
+// route keys ("h0"…) are the middleware's: GET through the cached route
+// (its response tagged with the route's surrogate keys), POST to
+// invalidate it, PURGE by surrogate key.
 type Traffic struct {
 	// Keys and Registers are the sizes of the two key spaces.
 	Keys, Registers int
@@ -22,7 +23,8 @@ type Traffic struct {
 	MaxSleep time.Duration
 	// Deadline is the callers' deadline (each call draws up to it).
 	Deadline time.Duration
-	// Invalidations turns on InvalidateTags, ExpireTags and Clear.
+	// Invalidations turns on InvalidateTags, ExpireTags, Clear and the
+	// middleware's purge by surrogate key.
 	Invalidations bool
 	// Failures turns on computes that fail or panic.
 	Failures bool
@@ -46,6 +48,7 @@ var DefaultWeights = map[string]int{
 	opUpdate:                 4,
 	wire.OpHTTPGet:           8,
 	wire.OpHTTPPost:          2,
+	wire.OpHTTPPurge:         2,
 }
 
 // opUpdate is a user's write: the origin's version moves on, then the key's
@@ -58,6 +61,15 @@ const opUpdate = "update"
 const groups = 3
 
 func keyTags(i int) []string { return []string{fmt.Sprintf("g%d", i%groups)} }
+
+// routeGroups is how many surrogate-key groups the route keys fall into:
+// route key hi's response is tagged "route-hi" and "rg<i%routeGroups>".
+const routeGroups = 2
+
+// routeKeys returns the surrogate keys of route key hi's responses.
+func routeKeys(i int) []string {
+	return []string{fmt.Sprintf("route-h%d", i), fmt.Sprintf("rg%d", i%routeGroups)}
+}
 
 // next draws one operation.
 func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool) {
@@ -121,7 +133,17 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 		req.Key = ""
 	case wire.OpHTTPGet, wire.OpHTTPPost:
 		// The middleware's own cache (another namespace): keys "h0"…
-		req.Key = fmt.Sprintf("h%d", ki%max(t.Keys/2, 1))
+		hi := ki % max(t.Keys/2, 1)
+		req.Key = fmt.Sprintf("h%d", hi)
+		if op == wire.OpHTTPGet {
+			req.Tags = routeKeys(hi)
+		}
+	case wire.OpHTTPPurge:
+		// One route's own key, or a group's: every route response tagged
+		// with it, on every replica.
+		req.Key = ""
+		keys := routeKeys(ki % max(t.Keys/2, 1))
+		req.Tags = keys[rng.IntN(len(keys)):][:1]
 	}
 	if (req.Op == wire.OpInvalidateTags || req.Op == wire.OpExpireTags) && rng.IntN(20) == 0 {
 		// More tags than an entry may carry: the call takes any number.
@@ -129,7 +151,7 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 			req.Tags = append(req.Tags, fmt.Sprintf("x%d", i))
 		}
 	}
-	if !t.Invalidations && (req.Op == wire.OpInvalidateTags || req.Op == wire.OpExpireTags || req.Op == wire.OpClear) {
+	if !t.Invalidations && (req.Op == wire.OpInvalidateTags || req.Op == wire.OpExpireTags || req.Op == wire.OpClear || req.Op == wire.OpHTTPPurge) {
 		req.Op, req.Tags, req.Key, update = wire.OpGetOrCompute, nil, fmt.Sprintf("k%d", ki), false
 	}
 	return req, update
@@ -138,7 +160,7 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 // opOrder fixes the order weights are drawn in (map order is random).
 var opOrder = []string{wire.OpGetOrCompute, wire.OpFetch, wire.OpFetchWithFallback, wire.OpGetOrComputeMany,
 	wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpExpire, wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, opUpdate,
-	wire.OpHTTPGet, wire.OpHTTPPost}
+	wire.OpHTTPGet, wire.OpHTTPPost, wire.OpHTTPPurge}
 
 // compute draws how the call's compute function behaves.
 func (t *Traffic) compute(rng *rand.Rand, ki int) wire.Compute {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,10 @@ import (
 // GET /v/{key} is cached by middleware.Cache in front of a handler that
 // computes like fn does (told how by request headers, which are not part
 // of the cache key), and whose POST /v/{key} invalidates the entry fleet-wide
-// (an unsafe method that succeeds, RFC 9111 §4.4).
+// (an unsafe method that succeeds, RFC 9111 §4.4). The route tags its
+// response with the surrogate keys of the request's X-Tags header (a
+// Surrogate-Key header, read and removed by the middleware), and
+// PURGE /purge (middleware.PurgeHandler) purges by surrogate key.
 type httpPath struct {
 	base string
 	hc   *http.Client
@@ -36,11 +40,13 @@ func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*http
 	if err != nil {
 		return nil, err
 	}
+	chi.RegisterMethod(middleware.MethodPurge) // before the router: chi answers 405 to methods it does not know
 	router := chi.NewRouter()
 	router.With(middleware.Cache(responses)).Get("/v/{key}", r.serveCompute)
 	router.With(middleware.Cache(responses)).Post("/v/{key}", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
+	router.Handle("/purge", middleware.PurgeHandler(responses))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -62,12 +68,22 @@ func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// The value says which keys tagged it: the checker's purge rule reads
+	// them from the answer.
+	v.Tags = strings.Fields(req.Header.Get("X-Tags"))
+	if len(v.Tags) > 0 {
+		w.Header().Set(middleware.HeaderSurrogateKey, strings.Join(v.Tags, " "))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// do runs an http-get or http-post request through the middleware.
+// do runs an http-get or http-post request through the middleware, or an
+// http-purge through the purge handler.
 func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response, err error) {
+	if req.Op == wire.OpHTTPPurge {
+		return p.purge(ctx, req)
+	}
 	method := http.MethodGet
 	if req.Op == wire.OpHTTPPost {
 		method = http.MethodPost
@@ -82,6 +98,9 @@ func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response
 	c, _ := json.Marshal(req.Compute)
 	hr.Header.Set("X-Compute", string(c))
 	hr.Header.Set("X-Request", strconv.FormatInt(req.ID, 10))
+	if len(req.Tags) > 0 {
+		hr.Header.Set("X-Tags", strings.Join(req.Tags, " "))
+	}
 	res, err := p.hc.Do(hr)
 	if errors.Is(err, io.EOF) && ctx.Err() == nil {
 		// The request's own handler panicked: the middleware re-panics for
@@ -107,4 +126,28 @@ func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response
 	}
 	resp.Value = &v
 	return resp, nil
+}
+
+// purge runs an http-purge: PURGE /purge with the request's tags as
+// surrogate keys. A 503 says the purge is not guaranteed (Redis failed):
+// cache.ErrUnavailable.
+func (p *httpPath) purge(ctx context.Context, req wire.Request) (resp wire.Response, err error) {
+	hr, err := http.NewRequestWithContext(ctx, middleware.MethodPurge, p.base+"/purge", nil)
+	if err != nil {
+		return resp, err
+	}
+	hr.Header.Set(middleware.HeaderSurrogateKey, strings.Join(req.Tags, " "))
+	res, err := p.hc.Do(hr)
+	if err != nil {
+		return resp, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	switch res.StatusCode {
+	case http.StatusOK:
+		return resp, nil
+	case http.StatusServiceUnavailable:
+		return resp, fmt.Errorf("http: purge: %s: %w", bytes.TrimSpace(body), cache.ErrUnavailable)
+	}
+	return resp, fmt.Errorf("http: purge: unexpected %s: %s", res.Status, bytes.TrimSpace(body))
 }

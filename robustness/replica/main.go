@@ -198,7 +198,7 @@ func (r *replica) do(req wire.Request) (resp wire.Response) {
 		err = r.c.ExpireTags(ctx, req.Tags...)
 	case wire.OpClear:
 		err = r.c.Clear(ctx)
-	case wire.OpHTTPGet, wire.OpHTTPPost:
+	case wire.OpHTTPGet, wire.OpHTTPPost, wire.OpHTTPPurge:
 		resp, err = r.http.do(ctx, req)
 		resp.ID = req.ID
 	case wire.OpStats:

@@ -25,6 +25,10 @@ const (
 	// cached by middleware.Cache on the replica's loopback HTTP server.
 	OpHTTPGet  = "http-get"
 	OpHTTPPost = "http-post"
+	// OpHTTPPurge purges route responses by surrogate key (Request.Tags)
+	// through middleware.PurgeHandler; an http-get's route tags its
+	// response with its Request.Tags (a Surrogate-Key header).
+	OpHTTPPurge = "http-purge"
 )
 
 // Config is a replica's configuration, passed as one JSON argument.
