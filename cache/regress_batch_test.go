@@ -94,12 +94,12 @@ func TestRegressBatchSetTTLAndSetStale(t *testing.T) {
 	if !okTTL.Load() || !okStale.Load() {
 		t.Fatalf("SetTTL/SetStale inside a batch fn reported false (ttl %v, stale %v)", okTTL.Load(), okStale.Load())
 	}
-	ref := rdb.PTTL(ctx, regressValueKey(c.Namespace(), "single")).Val()
+	ref := rdb.PTTL(ctx, valueKeyOf(c.Namespace(), "single")).Val()
 	if ref <= 20*time.Second || ref > 10*time.Minute {
 		t.Fatalf("reference: GetOrCompute's entry expires in %s, want about 30s (TTL 10s + stale 20s), far below the options' hour", ref)
 	}
 	for _, k := range keys {
-		d := rdb.PTTL(ctx, regressValueKey(c.Namespace(), k)).Val()
+		d := rdb.PTTL(ctx, valueKeyOf(c.Namespace(), k)).Val()
 		if d < ref-5*time.Second || d > ref+5*time.Second {
 			t.Errorf("batch key %q expires in %s; GetOrCompute's with the same overrides in %s: the overrides were ignored", k, d, ref)
 		}

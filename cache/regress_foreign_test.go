@@ -36,7 +36,7 @@ func TestRegressWrongTypeIsForeign(t *testing.T) {
 	for typ, put := range plant {
 		for _, path := range []string{"Get", "GetOrCompute", "Fetch", "GetOrComputeMany"} {
 			key := typ + "-" + path
-			if err := put(regressValueKey(ns, key)); err != nil {
+			if err := put(valueKeyOf(ns, key)); err != nil {
 				t.Fatal(err)
 			}
 			o := &origin[string]{value: "computed"}
@@ -69,7 +69,7 @@ func TestRegressWrongTypeIsForeign(t *testing.T) {
 			if o.calls.Load() != 1 {
 				t.Fatalf("%s over a %s: %d computes", path, typ, o.calls.Load())
 			}
-			if got := rdb.Type(ctx, regressValueKey(ns, key)).Val(); got != "string" {
+			if got := rdb.Type(ctx, valueKeyOf(ns, key)).Val(); got != "string" {
 				t.Fatalf("%s over a %s: the value key is still a %s: not overwritten", path, typ, got)
 			}
 			r, err := c.Fetch(ctx, key, o.fn)
@@ -92,7 +92,7 @@ func TestRegressWrongTypeIsForeign(t *testing.T) {
 
 	// A stampede on a foreign key: 3 replicas x 30 callers still compute it
 	// once in the fleet, with no Redis error anywhere.
-	if err := rdb.RPush(ctx, regressValueKey(ns, "stormed"), "x").Err(); err != nil {
+	if err := rdb.RPush(ctx, valueKeyOf(ns, "stormed"), "x").Err(); err != nil {
 		t.Fatal(err)
 	}
 	fleet := replicas[string](t, 3, cache.Options{Namespace: ns, TTL: time.Hour, BreakerThreshold: 2, BreakerCooldown: time.Minute})

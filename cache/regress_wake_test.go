@@ -56,7 +56,7 @@ func TestRegressAbandonWakesWaitersAtOnce(t *testing.T) {
 			// Both waiting replicas are subscribed to the key's channel (one
 			// subscription per process) before A fails.
 			addr := redistest.Addr(t)
-			eventually(t, 5*time.Second, func() bool { return redistest.PlainSubscribers(t, addr, regressChannel(ns, "k")) >= 2 },
+			eventually(t, 5*time.Second, func() bool { return redistest.PlainSubscribers(t, addr, channelOf(ns, "k")) >= 2 },
 				func() string { return "replicas B and C never subscribed to the key's channel" })
 
 			failed := time.Now()

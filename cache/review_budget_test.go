@@ -342,7 +342,7 @@ func reviewGateRound(t *testing.T, kill bool, key string) {
 		return nil, errors.New("a waiter computed")
 	}
 	one := async(func() valErr[string] { v, err := w.GetOrCompute(ctx, key, never); return valErr[string]{v, err} })
-	ch := regressChannel(ns, key)
+	ch := channelOf(ns, key)
 	pollFor(t, "the first waiter's subscription", 5*time.Second, time.Millisecond, func() bool {
 		return obs.n.Load() >= 1 && numsub(t, admin, ch) >= 1
 	})
@@ -462,7 +462,7 @@ func reviewDeleteNotUndone(t *testing.T, localDelete, batch bool) {
 		v, err := w.GetOrCompute(ctx, key, func(context.Context) (string, error) { return "first-computed", nil })
 		return valErr[string]{v, err}
 	})
-	ch := regressChannel(ns, key)
+	ch := channelOf(ns, key)
 	pollFor(t, "the first wait's subscription", 10*time.Second, time.Millisecond, func() bool {
 		return obs.n.Load() >= 1 && numsub(t, admin, ch) >= 1
 	})
