@@ -246,45 +246,6 @@ func TestReviewCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 	}
 }
 
-// The breaker opens on timed-out steps and closes again once Redis answers.
-func TestReviewBreakerClosesAfterSilentRedisRecovers(t *testing.T) {
-	for _, cfg := range clientConfigs {
-		t.Run(cfg.name, func(t *testing.T) {
-			p := newProxy(t)
-			var opened, closedEv atomic.Int64
-			c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), BreakerThreshold: 2,
-				BreakerCooldown: 20 * time.Millisecond,
-				Observer: cache.ObserverFunc(func(_ context.Context, e cache.Event) {
-					switch e.Kind {
-					case cache.EventBreakerOpen:
-						opened.Add(1)
-					case cache.EventBreakerClosed:
-						closedEv.Add(1)
-					}
-				})})
-			ctx := context.Background()
-			fn := func(context.Context) (string, error) { return "v", nil }
-			p.SetPartition(true)
-			for i := range 4 {
-				if r, err := c.Fetch(ctx, "d"+strconv.Itoa(i), fn); err != nil || r.Outcome != cache.Degraded {
-					t.Fatalf("call %d while silent: %+v %v", i, r, err)
-				}
-			}
-			if opened.Load() == 0 {
-				t.Fatal("the breaker did not open after timed-out steps")
-			}
-			p.SetPartition(false)
-			p.Reset() // the stuck connections carry late replies: drop them
-			i := 0
-			eventually(t, 10*time.Second, func() bool {
-				i++
-				r, err := c.Fetch(ctx, "r"+strconv.Itoa(i), fn)
-				return err == nil && r.Outcome == cache.Miss
-			}, func() string { return fmt.Sprintf("stats %+v, closed events %d", c.Stats(), closedEv.Load()) })
-		})
-	}
-}
-
 // busyObserver counts, per key, the claims a cache lost (it is about to wait).
 type busyObserver struct{ n atomic.Int64 }
 
