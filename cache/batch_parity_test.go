@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
+
+// GetOrComputeMany honours what GetOrCompute honours: StaleIfError, SetTTL
+// and SetStale, RefreshEarly answered as a Hit, MaxDegradedComputes.
 
 // valuesOf is a batch fn giving every key "v:"+key.
 func valuesOf(_ context.Context, keys []string) (map[string]string, error) {
@@ -27,7 +28,7 @@ func valuesOf(_ context.Context, keys []string) (map[string]string, error) {
 // Issue 14, defect 4 (stale-if-error): an expired entry inside StaleIfError
 // is returned by GetOrComputeMany when fn fails, as GetOrCompute does; the
 // key has no KeyErrors entry; a key with no previous value gets the error.
-func TestRegressBatchStaleIfError(t *testing.T) {
+func TestBatchStaleIfError(t *testing.T) {
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, TTL: time.Hour, StaleIfError: time.Hour}
 	rdb := redistest.Client(t)
@@ -64,7 +65,7 @@ func TestRegressBatchStaleIfError(t *testing.T) {
 // apply to every key of that call, exactly as inside a GetOrCompute fn. The
 // windows are compared by the Redis expiry of the value keys (TTL + stale
 // window): 1 h by the options, 30 s by the overrides.
-func TestRegressBatchSetTTLAndSetStale(t *testing.T) {
+func TestBatchSetTTLAndSetStale(t *testing.T) {
 	rdb := redistest.Client(t)
 	c := newCache[string](t, rdb, cache.Options{TTL: time.Hour})
 	ctx := bounded(t, 10*time.Second)
@@ -109,7 +110,7 @@ func TestRegressBatchSetTTLAndSetStale(t *testing.T) {
 // Issue 14, defect 4 (RefreshEarly): an XFetch early refresh answer is a
 // Hit, in a batch as in GetOrCompute, never Stale. Beta is huge so every
 // read of a fresh entry with a compute time refreshes early.
-func TestRegressBatchRefreshEarlyIsHit(t *testing.T) {
+func TestBatchRefreshEarlyIsHit(t *testing.T) {
 	c := newCache[string](t, redistest.Client(t), cache.Options{TTL: time.Hour, Beta: 1e9})
 	ctx := bounded(t, 10*time.Second)
 	keys := []string{"a", "b", "c"}
@@ -142,171 +143,10 @@ func TestRegressBatchRefreshEarlyIsHit(t *testing.T) {
 	})
 }
 
-// Issue 14, defect 4 (deadline): GetOrComputeMany returns by the caller's
-// deadline with the context's error for the keys without a value, against
-// a slow fn (blocked until the test releases it) and against +100 ms and
-// +1.5 s of Redis latency (each way); the computes it started go on
-// detached and fill the keys.
-func TestRegressBatchHonoursDeadline(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		latency time.Duration
-	}{{"slow fn", 0}, {"slow fn and +100ms Redis latency", 100 * time.Millisecond}, {"slow fn and +1.5s Redis latency", 1500 * time.Millisecond}} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, rdb := proxiedClient(t, 5*time.Second)
-			ns := redistest.Prefix(t)
-			c := newCache[string](t, rdb, cache.Options{Namespace: ns, TTL: time.Hour, BreakerThreshold: 100})
-			if err := c.Set(bounded(t, 10*time.Second), "cached", "v:cached"); err != nil {
-				t.Fatal(err)
-			}
-			p.SetLatency(tc.latency)
-			h := newHeld(t, "")
-			keys := []string{"a", "b", "c"}
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
-			type res struct {
-				m   map[string]string
-				err error
-			}
-			ch := async(func() res {
-				m, err := c.GetOrComputeMany(ctx, keys, h.batch("v:"))
-				return res{m, err}
-			})
-			r, ok := tryWithin(ch, time.Second)
-			h.Release()
-			if !ok {
-				p.SetLatency(0)
-				p.Reset()
-				r = within(t, ch, 10*time.Second, "GetOrComputeMany returning after fn was released and the link healed")
-				t.Fatalf("GetOrComputeMany with a 50ms deadline returned after %s (bound 1s): %v, %v", r.took, r.v.m, r.v.err)
-			}
-			var ke cache.KeyErrors
-			if !errors.As(r.v.err, &ke) {
-				t.Fatalf("after the deadline: %v, %v; want KeyErrors", r.v.m, r.v.err)
-			}
-			for _, k := range keys {
-				if _, got := r.v.m[k]; got {
-					continue
-				}
-				if !errors.Is(ke[k], context.DeadlineExceeded) {
-					t.Errorf("key %q without a value: error %v, want context.DeadlineExceeded", k, ke[k])
-				}
-			}
-			p.SetLatency(0)
-			if tc.latency > 0 {
-				return // the deadline may have passed before any lease was taken
-			}
-			// The compute went on detached: the keys fill without another fn call.
-			eventually(t, 5*time.Second, func() bool {
-				n := 0
-				for _, k := range keys {
-					if v, found, _ := c.Get(bounded(t, 5*time.Second), k); found && v == "v:"+k {
-						n++
-					}
-				}
-				return n == len(keys)
-			}, func() string { return "the detached batch compute never filled its keys" })
-			if n := len(h.calls); n != 1 {
-				t.Fatalf("fn ran %d times, want 1", n)
-			}
-		})
-	}
-}
-
-// Issue 14, defect 4 (cancelled call): a GetOrComputeMany whose context is
-// already cancelled computes nothing locally; every key gets the context's
-// error; no key is Degraded.
-func TestRegressBatchCancelledComputesNothing(t *testing.T) {
-	c := newCache[string](t, redistest.Client(t), cache.Options{TTL: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	var calls atomic.Int32
-	keys := []string{"a", "b", "c", "d"}
-	got, err := c.GetOrComputeMany(ctx, keys, func(ctx context.Context, ks []string) (map[string]string, error) {
-		calls.Add(1)
-		return valuesOf(ctx, ks)
-	})
-	if calls.Load() != 0 || len(got) != 0 {
-		t.Fatalf("a cancelled batch ran fn %d times and returned %v", calls.Load(), got)
-	}
-	var ke cache.KeyErrors
-	if !errors.As(err, &ke) || len(ke) != len(keys) {
-		t.Fatalf("a cancelled batch: err %v, want KeyErrors for all %d keys", err, len(keys))
-	}
-	for _, k := range keys {
-		if !errors.Is(ke[k], context.Canceled) {
-			t.Errorf("key %q: %v, want context.Canceled", k, ke[k])
-		}
-	}
-	if s := c.Stats(); s.Degraded != 0 || s.Computes != 0 || s.BreakerOpen {
-		t.Fatalf("a cancelled batch: %+v", s)
-	}
-}
-
-// Issue 14, defect 4 (orphaned leases): a batch whose deadline expires
-// while its lease request is in transit (+40 ms of latency each way, the
-// deadline swept across a whole batch's time) must not leave the leases it took
-// orphaned: another replica asking for those keys (LeaseTTL and WaitTimeout
-// a minute) gets a value within 3 s, because the taker computes detached
-// and fills, or releases them.
-func TestRegressBatchNoOrphanedLeases(t *testing.T) {
-	p, _ := proxiedClient(t, 3*time.Second)
-	// A client that honours context deadlines on the wire, so a deadline can
-	// expire with the lease request in flight (Redis took the leases, the
-	// client saw an error).
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
-	ns := redistest.Prefix(t)
-	opts := cache.Options{Namespace: ns, TTL: time.Hour, LeaseTTL: time.Minute, WaitTimeout: time.Minute, BreakerThreshold: 1000}
-	a := newCache[string](t, rdb, opts)
-	b := newCache[string](t, redistest.Client(t), opts)
-	p.SetLatency(40 * time.Millisecond)
-	// Warm the connection, then time a whole batch over the slow link; the
-	// deadlines below sweep that time, so one of them expires with the
-	// lease request in flight whatever the machine's speed.
-	if _, err := a.GetOrComputeMany(bounded(t, 10*time.Second), []string{"warm-1"}, valuesOf); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if _, err := a.GetOrComputeMany(bounded(t, 10*time.Second), []string{"warm-2a", "warm-2b"}, valuesOf); err != nil {
-		t.Fatal(err)
-	}
-	full := time.Since(start)
-	var all []string
-	for i := range 20 {
-		d := full * time.Duration(20+5*i) / 100
-		keys := []string{fmt.Sprint("k", i, "a"), fmt.Sprint("k", i, "b")}
-		all = append(all, keys...)
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		ch := async(func() error { _, err := a.GetOrComputeMany(ctx, keys, valuesOf); return err })
-		within(t, ch, 10*time.Second, fmt.Sprintf("the batch with a %s deadline returning", d))
-		cancel()
-	}
-	p.SetLatency(0)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(all))
-	for _, k := range all {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			v, err := b.GetOrCompute(ctx, k, func(context.Context) (string, error) { return "v:" + k, nil })
-			if err != nil || v != "v:"+k {
-				errs <- fmt.Errorf("key %q: %q, %v (a lease orphaned by the expired batch?)", k, v, err)
-			}
-		})
-	}
-	waitGroupWithin(t, &wg, 10*time.Second, "replica B's calls returning (each has a 3s deadline)")
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	t.Logf("replica B waited %d times, computed %d times", b.Stats().Waited, b.Stats().Computes)
-}
-
 // Issue 14, defect 4 (MaxDegradedComputes): with the breaker open, 8
 // concurrent batches of a process with MaxDegradedComputes 1 run at most
 // one fn at a time, and still all get their values (Degraded).
-func TestRegressBatchMaxDegradedComputes(t *testing.T) {
+func TestBatchMaxDegradedComputes(t *testing.T) {
 	c := newCache[string](t, downClient(t), cache.Options{TTL: time.Hour, BreakerThreshold: 1, BreakerCooldown: time.Minute, MaxDegradedComputes: 1})
 	ctx := bounded(t, 30*time.Second)
 	for i := 0; !c.Stats().BreakerOpen; i++ {
