@@ -19,13 +19,15 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-// Adversarial review of the Redis budget (redis_budget.go) and of the
-// waiter gate (notify.go): tests that try to break the guarantees of
-// issue 15 and of the gate. Each test says what it tries to break.
+// The Redis budget (redis_budget.go) against a silent Redis, whatever
+// go-redis' options: every path answers within about one budget, Close
+// returns promptly with steps stuck in go-redis, and a waiter's deadline or
+// a cancellation ends the call at once. Each test says what it tries to
+// break.
 
-// reviewClientOptions are go-redis configurations a user may run with; the
+// goRedisOptionSets are go-redis configurations a user may run with; the
 // budget must hold under every one of them.
-var reviewClientOptions = []struct {
+var goRedisOptionSets = []struct {
 	name string
 	opts func(addr string) *redis.Options
 }{
@@ -47,14 +49,14 @@ var reviewClientOptions = []struct {
 // silent Redis, whatever go-redis' options; each failed step counts once
 // towards the breaker (a batch's MGET is one step: one failure, not one per
 // key); and Close returns promptly with steps still stuck in go-redis.
-func TestReviewBudgetEveryPathEveryClientOption(t *testing.T) {
-	for _, cfg := range reviewClientOptions {
+func TestBudgetBoundsEveryPathUnderEveryClientOption(t *testing.T) {
+	for _, cfg := range goRedisOptionSets {
 		t.Run(cfg.name, func(t *testing.T) {
 			rdb := redis.NewClient(cfg.opts(silentAddr(t)))
 			t.Cleanup(func() { _ = rdb.Close() })
 			c, err := cache.New[string](rdb, cache.Options{
 				Namespace: redistest.Prefix(t), RedisTimeout: shortBudget,
-				BreakerThreshold: 1 << 20, Logger: quietLogger2(),
+				BreakerThreshold: 1 << 20, Logger: discardLogger(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -133,7 +135,7 @@ func wantFailure(err error) error {
 	return fmt.Errorf("%w, want ErrRedisTimeout", err)
 }
 
-func quietLogger2() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // Close returns promptly while a background refresh's step is stuck on a
 // silent Redis, with a budget far above any reasonable Close time. FAILS
@@ -141,7 +143,7 @@ func quietLogger2() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // cancellation of background work does not reach the socket read
 // (go-redis maps only deadlines onto it), so Close waits until the read
 // times out (about 5 s here, RedisTimeout 10 s).
-func TestReviewCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
+func TestCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			p := newProxy(t)
@@ -161,7 +163,7 @@ func TestReviewCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 			rdb := redis.NewClient(o)
 			t.Cleanup(func() { _ = rdb.Close() })
 			c, err := cache.New[string](rdb, cache.Options{Namespace: redistest.Prefix(t), RedisTimeout: 10 * time.Second,
-				TTL: time.Minute, Stale: time.Hour, Logger: quietLogger2()})
+				TTL: time.Minute, Stale: time.Hour, Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +212,7 @@ func TestReviewCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 // This failed (Close took 4.6-14.7 s) while the notifier sent SUBSCRIBE
 // under its own lock; the commands now go out from a sender per
 // connection (outbox.go) and Close does not wait on a handshake.
-func TestReviewWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
+func TestWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			ns := redistest.Prefix(t)
@@ -229,7 +231,7 @@ func TestReviewWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
 			t.Cleanup(func() { _ = rdb.Close() })
 			obs := &busyObserver{}
 			w, err := cache.New[string](rdb, cache.Options{Namespace: ns, RedisTimeout: 5 * time.Second,
-				PollInterval: 20 * time.Millisecond, Observer: obs, Logger: quietLogger2()})
+				PollInterval: 20 * time.Millisecond, Observer: obs, Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -300,10 +302,10 @@ func stampedeStacks() string {
 // cancellation, so the call sits in the socket read until the budget's
 // deadline (2 s here). The same inline step makes Close wait for a
 // background step stuck on a silent Redis (bgCancel does not reach the
-// socket): see TestReviewCloseDuringBackgroundRefreshOnSilentRedis, which
+// socket): see TestCloseDuringBackgroundRefreshOnSilentRedis, which
 // fails with ContextTimeoutEnabled when the refresh's fill is already in
 // its read.
-func TestReviewCancellationEndsTheCallAtOnce(t *testing.T) {
+func TestCancellationEndsTheCallAtOnce(t *testing.T) {
 	const budget = 2 * time.Second
 	const cancelAfter = 100 * time.Millisecond
 	for _, cfg := range clientConfigs {
