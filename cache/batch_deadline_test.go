@@ -19,7 +19,7 @@ import (
 // cancelled, and leaves no claim behind: when fn panics or exits, when the
 // deadline passes mid-batch, and while another replica holds a key.
 
-// Review (guarantee 5): a batch fn that panics, calls runtime.Goexit, or
+// Pins (guarantee 5): a batch fn that panics, calls runtime.Goexit, or
 // leaves keys out of its result releases every claim at once: another
 // replica computes those keys immediately (LeaseTTL is 30s here, so a
 // wedged claim would hold it until its WaitTimeout).
@@ -58,7 +58,7 @@ func TestBatchClaimsReleasedOnPanicAndGoexit(t *testing.T) {
 	}
 }
 
-// Review (guarantee 4): a batch caller's deadline is honoured while another
+// Pins (guarantee 4): a batch caller's deadline is honoured while another
 // replica holds the claim and fn ignores its context.
 func TestBatchDeadlineWhileAnotherReplicaHolds(t *testing.T) {
 	caches := replicas[string](t, 2, cache.Options{})

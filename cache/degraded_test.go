@@ -91,7 +91,7 @@ func waitBreaker(t *testing.T, c *cache.Cache[string], open bool) {
 	})
 }
 
-// Review (guarantees 3, 7): a value kept during an outage must never answer
+// Pins (guarantees 3, 7): a value kept during an outage must never answer
 // after a Set (or Delete) of the key returned. Outage 1 keeps "A"; Redis
 // comes back; Set("B") returns; Redis blips again inside DegradedTTL: the
 // replica must not answer the pre-Set "A".
@@ -122,7 +122,7 @@ func TestDegradedKeptValueNeverAnswersAfterSet(t *testing.T) {
 	}
 }
 
-// Review (guarantee 6 during an outage / issue 15 "at most once per short
+// Pins (guarantee 6 during an outage / issue 15 "at most once per short
 // local TTL"): Redis down, the origin failing, a kept value inside its
 // StaleIfError window: sequential callers should not each call the origin
 // (no throttle is applied to degraded computes).

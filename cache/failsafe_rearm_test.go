@@ -16,7 +16,7 @@ import (
 // holds across replicas and on the batch path, it never overwrites a Set or
 // Delete, its value never enters L1 as fresh, and it outlives StaleIfError.
 
-// Review (guarantee 6): a background refresh (Stale window) that read the
+// Pins (guarantee 6): a background refresh (Stale window) that read the
 // stale entry before another replica's fail-safe re-arm, and claims after
 // it, must not call the origin again inside FailSafeThrottle.
 //
@@ -74,7 +74,7 @@ func TestFailSafeThrottleHoldsForALateRefreshClaim(t *testing.T) {
 	}
 }
 
-// Review (guarantee 6): a fail-safe value is never put into L1 as fresh.
+// Pins (guarantee 6): a fail-safe value is never put into L1 as fresh.
 // GetOrComputeMany on replica B reads the expired entry, replica A's compute
 // fails and re-arms it, then B claims and its lead re-read finds the
 // re-armed (fresh, fail-safe) entry: the "done" branch. B must not put it
@@ -124,7 +124,7 @@ func TestFailSafeValueNeverInL1ViaBatch(t *testing.T) {
 	}
 }
 
-// Review (guarantees 2, 6): a fail-safe re-arm never overwrites a Set or
+// Pins (guarantees 2, 6): a fail-safe re-arm never overwrites a Set or
 // Delete that happened while the failing compute was in flight, in Redis
 // and process-local mode.
 func TestFailSafeRearmFencedBySetDelete(t *testing.T) {
@@ -163,7 +163,7 @@ func TestFailSafeRearmFencedBySetDelete(t *testing.T) {
 	}
 }
 
-// Review (guarantee 6): the fail-safe throttle holds on the batch path and
+// Pins (guarantee 6): the fail-safe throttle holds on the batch path and
 // mixed with the single-key path: 3 replicas x 40 callers, half of them
 // GetOrComputeMany, the origin failing at once: one origin call per
 // throttle, every caller answered with the stale value.
@@ -204,7 +204,7 @@ func TestFailSafeThrottleBatchAndSingle(t *testing.T) {
 	oneCallPerThrottle(t, clk, time.Minute, &calls, burst)
 }
 
-// Review (guarantee 6 vs the StaleIfError bound): a fail-safe re-arm must
+// Pins (guarantee 6 vs the StaleIfError bound): a fail-safe re-arm must
 // not make a value answer past its own StaleIfError window. StaleIfError
 // 10s, FailSafeThrottle 1m: 30s after the window ended, the origin should be
 // tried (and its error returned), not the re-armed value served.

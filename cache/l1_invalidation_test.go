@@ -165,7 +165,7 @@ func readAfterWrite(t *testing.T, opts cache.Options) {
 	}
 }
 
-// Review (guarantee 3 with L1, batch and single paths): readers hammer a key
+// Pins (guarantee 3 with L1, batch and single paths): readers hammer a key
 // through GetOrComputeMany, Get and Fetch while the writer Sets v-n and then
 // Deletes it; right after Delete returns, the writer's own replica must not
 // answer v-n from any path.

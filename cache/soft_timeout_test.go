@@ -17,7 +17,7 @@ import (
 // without a second origin call, Close cancels it, and a background refresh
 // is not cut by it.
 
-// Review (guarantee 2): the soft-timeout background fill never overwrites a
+// Pins (guarantee 2): the soft-timeout background fill never overwrites a
 // Set or Delete that returned while it computed.
 func TestSoftTimeoutFillFencedBySetDelete(t *testing.T) {
 	for _, mode := range []string{"redis", "local"} {
@@ -56,7 +56,7 @@ func TestSoftTimeoutFillFencedBySetDelete(t *testing.T) {
 	}
 }
 
-// Review (guarantees 1, 4 / issue 15 SoftTimeout): once a compute has run
+// Pins (guarantees 1, 4 / issue 15 SoftTimeout): once a compute has run
 // past SoftTimeout, a later caller (same replica, or another replica) of the
 // same key should get the stale value within about SoftTimeout too, and must
 // not start a second origin call while the first is still running.
@@ -96,7 +96,7 @@ func TestSoftTimeoutLaterCallersGetStaleWithoutASecondCompute(t *testing.T) {
 	}
 }
 
-// Review (guarantee 8): Close cancels background work and waits for it. A
+// Pins (guarantee 8): Close cancels background work and waits for it. A
 // soft-timeout compute whose fn honours its context must end promptly on
 // Close, not hold Close for ComputeTimeout.
 func TestCloseCancelsSoftTimeoutCompute(t *testing.T) {
@@ -119,7 +119,7 @@ func TestCloseCancelsSoftTimeoutCompute(t *testing.T) {
 	}
 }
 
-// Review (background refresh + SoftTimeout): a Stale-window refresh whose
+// Pins (background refresh + SoftTimeout): a Stale-window refresh whose
 // compute runs past SoftTimeout must still fill when it ends. Nobody waits
 // for a refresh, so SoftTimeout does not apply to it (it once handed the
 // compute the refresh's context, cancelled when the refresh returned).

@@ -101,7 +101,7 @@ func TestRepeatedExpiriesOneComputeEach(t *testing.T) {
 	}
 }
 
-// Review (guarantee 1): 4 replicas x 60 goroutines, mixing GetOrCompute and
+// Pins (guarantee 1): 4 replicas x 60 goroutines, mixing GetOrCompute and
 // GetOrComputeMany over overlapping keys: each key computed once per fleet.
 func TestOneComputePerKeySingleAndBatch(t *testing.T) {
 	for _, l1 := range []int{0, 100} {
