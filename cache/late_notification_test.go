@@ -1,8 +1,9 @@
 package cache_test
 
 // A Delete is not undone by the notification of a fill that began before
-// it: on the replica that deleted, never; on another replica, only within
-// the documented limit of reads across replicas (a load already in flight).
+// it. On the replica that deleted, no later call answers the old value; on
+// another replica, a load already in flight may (the documented limit of
+// reads across replicas), but the stored value is never the old one again.
 
 import (
 	"context"
