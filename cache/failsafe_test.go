@@ -98,7 +98,7 @@ func TestFailSafeWakesWaitersOnOtherReplicas(t *testing.T) {
 	}
 	addr := redistest.Addr(t)
 	waitFor(t, "the other replicas waiting", func() bool {
-		return redistest.PlainSubscribers(t, addr, regressChannel(ns, "k")) >= 2
+		return redistest.PlainSubscribers(t, addr, channelOf(ns, "k")) >= 2
 	})
 	close(fail)
 	waitGroupWithin(t, &wg, 5*time.Second, "the waiters answering once the leader failed")

@@ -305,7 +305,7 @@ func BenchmarkFillToWaiter(b *testing.B) {
 			}
 		}
 		// The floor: the same path without the cache, timed the same way.
-		envLen, err := direct.StrLen(ctx, regressValueKey(ns, "k0")).Result()
+		envLen, err := direct.StrLen(ctx, valueKeyOf(ns, "k0")).Result()
 		if err != nil || envLen < valueLen {
 			b.Fatalf("the fill's envelope: %d bytes, %v", envLen, err)
 		}

@@ -53,7 +53,7 @@ func benchL1Coherence(b *testing.B, pause time.Duration) {
 	rb := newCache[string](b, redistest.Client(b), opts)
 	fill := func(n int) {
 		for range 20 {
-			if err := rdb.Del(ctx, regressValueKey(ns, "k")).Err(); err != nil {
+			if err := rdb.Del(ctx, valueKeyOf(ns, "k")).Err(); err != nil {
 				b.Fatal(err)
 			}
 			r, err := a.Fetch(ctx, "k", func(context.Context) (string, error) { return versioned(n), nil })

@@ -54,7 +54,7 @@ func l1CoherenceAfterFills(t *testing.T, newClient func(testing.TB) redis.Univer
 
 	fill := func(n int) {
 		t.Helper()
-		if err := rdb.Del(ctx, regressValueKey(ns, "k")).Err(); err != nil {
+		if err := rdb.Del(ctx, valueKeyOf(ns, "k")).Err(); err != nil {
 			t.Fatal(err)
 		}
 		// A waits for B's compute when B's reader claimed the gap first;

@@ -174,3 +174,53 @@ func TestL1NeverServesPastFreshWindow(t *testing.T) {
 		t.Fatalf("past the TTL: %+v %v, L1 hits %d -> %d: want a recompute", r, err, hits, c.Stats().L1Hits)
 	}
 }
+
+// Guarantee: an L1 entry is never served past its fresh window, whatever
+// L1TTL is (here an hour, against a 30 ms TTL): once the window has passed,
+// Get finds nothing and GetOrCompute computes again.
+func TestL1NotServedPastFreshWindowWhateverL1TTL(t *testing.T) {
+	for _, mode := range []string{"Set", "GetOrCompute", "GetOrComputeMany"} {
+		t.Run(mode, func(t *testing.T) {
+			const ttl = time.Minute
+			c := newCache[string](t, redistest.Client(t), cache.Options{L1Size: 100, L1TTL: time.Hour, TTL: ttl})
+			clk := cache.NewClock()
+			cache.UseClock(c, clk)
+			ctx := bounded(t, 10*time.Second)
+			l1Synced(t, c)
+			switch mode {
+			case "Set":
+				if err := c.Set(ctx, "k", "old"); err != nil {
+					t.Fatal(err)
+				}
+			case "GetOrCompute":
+				if _, err := c.GetOrCompute(ctx, "k", func(context.Context) (string, error) { return "old", nil }); err != nil {
+					t.Fatal(err)
+				}
+			case "GetOrComputeMany":
+				if _, err := c.GetOrComputeMany(ctx, []string{"k"}, func(_ context.Context, ks []string) (map[string]string, error) {
+					return map[string]string{"k": "old"}, nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Read it while fresh, so that it is in L1 (when synced).
+			for range 3 {
+				_, _, _ = c.Get(ctx, "k")
+			}
+			clk.Advance(ttl + time.Millisecond)
+			if v, found, err := c.Get(ctx, "k"); err != nil || found {
+				t.Fatalf("Get past the fresh window: %q found=%v err=%v", v, found, err)
+			}
+			o := &origin[string]{value: "new"}
+			if v, err := c.GetOrCompute(ctx, "k", o.fn); err != nil || v != "new" || o.calls.Load() != 1 {
+				t.Fatalf("GetOrCompute past the fresh window: %q, %v, %d computes", v, err, o.calls.Load())
+			}
+			got, err := c.GetOrComputeMany(ctx, []string{"k"}, func(context.Context, []string) (map[string]string, error) {
+				return map[string]string{"k": "newer"}, nil
+			})
+			if err != nil || got["k"] == "old" {
+				t.Fatalf("GetOrComputeMany past the fresh window: %v, %v", got, err)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -97,5 +98,68 @@ func TestRepeatedExpiriesOneComputeEach(t *testing.T) {
 		if err := caches[0].Delete(context.Background(), "k"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Pins (guarantee 1): 4 replicas x 60 goroutines, mixing GetOrCompute and
+// GetOrComputeMany over overlapping keys: each key computed once per fleet.
+func TestOneComputePerKeySingleAndBatch(t *testing.T) {
+	for _, l1 := range []int{0, 100} {
+		t.Run(fmt.Sprintf("L1=%d", l1), func(t *testing.T) {
+			caches := replicas[string](t, 4, cache.Options{L1Size: l1})
+			var mu sync.Mutex
+			counts := map[string]int{}
+			count := func(k string) {
+				mu.Lock()
+				counts[k]++
+				mu.Unlock()
+			}
+			keys := []string{"a", "b", "c", "d", "e"}
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for ci, c := range caches {
+				for g := range 60 {
+					wg.Go(func() {
+						<-start
+						ctx := bounded(t, 20*time.Second)
+						if (ci+g)%2 == 0 {
+							ks := []string{keys[g%5], keys[(g+1)%5], keys[(g+3)%5]}
+							m, err := c.GetOrComputeMany(ctx, ks, func(_ context.Context, missing []string) (map[string]string, error) {
+								time.Sleep(20 * time.Millisecond) // the origin's latency
+								out := map[string]string{}
+								for _, k := range missing {
+									count(k)
+									out[k] = "v" + k
+								}
+								return out, nil
+							})
+							for _, k := range ks {
+								if err != nil || m[k] != "v"+k {
+									t.Errorf("batch %v: %v %v", ks, m, err)
+									return
+								}
+							}
+							return
+						}
+						k := keys[g%5]
+						v, err := c.GetOrCompute(ctx, k, func(context.Context) (string, error) {
+							time.Sleep(20 * time.Millisecond)
+							count(k)
+							return "v" + k, nil
+						})
+						if err != nil || v != "v"+k {
+							t.Errorf("%s: %q %v", k, v, err)
+						}
+					})
+				}
+			}
+			close(start)
+			waitGroupWithin(t, &wg, 30*time.Second, "all callers answering")
+			for _, k := range keys {
+				if counts[k] != 1 {
+					t.Errorf("key %s computed %d times across the fleet, want 1 (all: %v)", k, counts[k], counts)
+				}
+			}
+		})
 	}
 }

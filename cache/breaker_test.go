@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redistest"
 )
+
+// The circuit breaker (breaker.go): it never stays open once Redis answers,
+// every call consults it, and it closes again after a silent Redis recovers.
 
 // Issue 14, defect 1: a GetOrComputeMany (or any call) whose context is
 // already cancelled must not be able to leave the breaker stuck open. The
@@ -20,7 +26,7 @@ import (
 // detached from the cancellation on today's main, and closes the breaker.) Once Redis
 // answers, calls must stop being Degraded within about BreakerCooldown (2 s
 // is 40 cooldowns here).
-func TestRegressBreakerProbeNeverStuckOpen(t *testing.T) {
+func TestBreakerProbeNeverStuckOpen(t *testing.T) {
 	p, rdb := proxiedClient(t, 300*time.Millisecond)
 	const cooldown = 50 * time.Millisecond
 	c := newCache[string](t, rdb, cache.Options{BreakerThreshold: 2, BreakerCooldown: cooldown, TTL: time.Hour})
@@ -88,7 +94,7 @@ func TestRegressBreakerProbeNeverStuckOpen(t *testing.T) {
 // Issue 14, defect 8: Get (and Set, Delete) consult the breaker. While it
 // is open (Redis black-holed), each returns an error matching
 // ErrUnavailable at once, without paying the client's 1.5 s read timeout.
-func TestRegressGetConsultsBreaker(t *testing.T) {
+func TestGetSetDeleteConsultTheBreaker(t *testing.T) {
 	const readTimeout = 1500 * time.Millisecond
 	p, rdb := proxiedClient(t, readTimeout)
 	c := newCache[string](t, rdb, cache.Options{BreakerThreshold: 2, BreakerCooldown: time.Minute})
@@ -132,5 +138,44 @@ func TestRegressGetConsultsBreaker(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// The breaker opens on timed-out steps and closes again once Redis answers.
+func TestBreakerClosesAfterSilentRedisRecovers(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			p := newProxy(t)
+			var opened, closedEv atomic.Int64
+			c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), BreakerThreshold: 2,
+				BreakerCooldown: 20 * time.Millisecond,
+				Observer: cache.ObserverFunc(func(_ context.Context, e cache.Event) {
+					switch e.Kind {
+					case cache.EventBreakerOpen:
+						opened.Add(1)
+					case cache.EventBreakerClosed:
+						closedEv.Add(1)
+					}
+				})})
+			ctx := context.Background()
+			fn := func(context.Context) (string, error) { return "v", nil }
+			p.SetPartition(true)
+			for i := range 4 {
+				if r, err := c.Fetch(ctx, "d"+strconv.Itoa(i), fn); err != nil || r.Outcome != cache.Degraded {
+					t.Fatalf("call %d while silent: %+v %v", i, r, err)
+				}
+			}
+			if opened.Load() == 0 {
+				t.Fatal("the breaker did not open after timed-out steps")
+			}
+			p.SetPartition(false)
+			p.Reset() // the stuck connections carry late replies: drop them
+			i := 0
+			eventually(t, 10*time.Second, func() bool {
+				i++
+				r, err := c.Fetch(ctx, "r"+strconv.Itoa(i), fn)
+				return err == nil && r.Outcome == cache.Miss
+			}, func() string { return fmt.Sprintf("stats %+v, closed events %d", c.Stats(), closedEv.Load()) })
+		})
 	}
 }

@@ -14,16 +14,18 @@ import (
 	"github.com/stampede-go/stampede/internal/faultproxy"
 )
 
-// Helpers of the issue-14 regression tests (regress_*_test.go).
+// Helpers shared by the behaviour tests: bounded waits on channels and
+// conditions, computes held in flight, a client behind a fault proxy, a log
+// that keeps its lines, versioned values, and the Redis key layout.
 
-// regressValueKey is the Redis name of the value key of key in namespace ns.
-// It is the ONE place the regression tests spell the key layout
+// valueKeyOf is the Redis name of the value key of key in namespace ns.
+// It is the ONE place the tests spell the key layout
 // ({ns:key}:v today): protocol v2 changes it here only.
-func regressValueKey(ns, key string) string { return "{" + ns + ":" + key + "}:v" }
+func valueKeyOf(ns, key string) string { return "{" + ns + ":" + key + "}:v" }
 
-// regressChannel is the Redis channel a key's waiters subscribe to
-// ({ns:key}:n today): the same caveat as [regressValueKey].
-func regressChannel(ns, key string) string { return "{" + ns + ":" + key + "}:n" }
+// channelOf is the Redis channel a key's waiters subscribe to
+// ({ns:key}:n today): the same caveat as [valueKeyOf].
+func channelOf(ns, key string) string { return "{" + ns + ":" + key + "}:n" }
 
 // within waits for ch to deliver, failing the test after d with what did
 // not happen.
@@ -148,7 +150,7 @@ func proxiedClient(t testing.TB, readTimeout time.Duration) (*faultproxy.Proxy, 
 }
 
 // bounded returns a context that ends after d, cancelled at cleanup: every
-// call of the regression tests has a bound.
+// call of the tests has a bound.
 func bounded(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

@@ -12,13 +12,17 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
+// A caller's deadline, and ComputeTimeout, bound every call: on the hit path,
+// when Redis goes silent after the claim, and for callers sharing a compute
+// that ignores its context (single and batch, Redis and process-local).
+
 // Issue 14, defect 5: the hit path honours the caller's deadline. A key is
 // cached; then Redis gets +100 ms of latency, or is black-holed; a call
 // with a 50 ms deadline must return within 1 s (the client's read timeout
 // is 3 s) with an error matching context.DeadlineExceeded: no answer can
 // arrive in time. Also when the call joins a GET another caller (with a
 // long deadline) started: the joined GET must not hold it.
-func TestRegressHitPathHonoursDeadline(t *testing.T) {
+func TestHitPathHonoursDeadline(t *testing.T) {
 	calls := map[string]func(c *cache.Cache[string], ctx context.Context) error{
 		"Get": func(c *cache.Cache[string], ctx context.Context) error {
 			v, found, err := c.Get(ctx, "k")
@@ -90,7 +94,7 @@ func TestRegressHitPathHonoursDeadline(t *testing.T) {
 // still runs, the key is not wedged: a later call computes again and gets
 // its value; when the blocked fn finally returns, its result is discarded.
 // In Redis mode and in process-local mode.
-func TestRegressComputeTimeoutReleasesCallers(t *testing.T) {
+func TestComputeTimeoutReleasesCallers(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
 			ns := redistest.Prefix(t)
@@ -169,7 +173,7 @@ func TestRegressComputeTimeoutReleasesCallers(t *testing.T) {
 // GetOrComputeMany caller after about ComputeTimeout (100 ms; bound 2 s)
 // with an error matching context.DeadlineExceeded for every key it was
 // computing, in Redis and in process-local mode; the keys are not wedged.
-func TestRegressComputeTimeoutReleasesBatch(t *testing.T) {
+func TestComputeTimeoutReleasesBatchCallers(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
 			opts := cache.Options{TTL: time.Hour, ComputeTimeout: 100 * time.Millisecond, WaitTimeout: time.Second}
@@ -209,5 +213,50 @@ func TestRegressComputeTimeoutReleasesBatch(t *testing.T) {
 				t.Fatalf("a later batch while the timed-out fn still runs: %v, %v", got, err)
 			}
 		})
+	}
+}
+
+// A caller's deadline holds when Redis goes silent in the middle of a load,
+// after the claim, with a budget far above the deadline: the fill (compute
+// succeeded) or the abandon (compute failed) must not hold the caller past
+// its deadline. abandon runs under context.WithoutCancel bounded by 1 s, so
+// this is where a deadline could leak.
+func TestDeadlineHoldsWhenRedisHangsAfterTheClaim(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	for _, cfg := range clientConfigs {
+		for _, fail := range []bool{false, true} {
+			for _, batch := range []bool{false, true} {
+				name := fmt.Sprintf("%s/fail=%v/batch=%v", cfg.name, fail, batch)
+				t.Run(name, func(t *testing.T) {
+					p := newProxy(t)
+					c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), RedisTimeout: 5 * time.Second})
+					ctx, cancel := context.WithTimeout(context.Background(), deadline)
+					defer cancel()
+					compute := func() error {
+						p.SetPartition(true) // Redis goes silent while the origin runs
+						if fail {
+							return errors.New("origin failed")
+						}
+						return nil
+					}
+					start := time.Now()
+					if batch {
+						_, _ = c.GetOrComputeMany(ctx, []string{"a", "b"}, func(context.Context, []string) (map[string]string, error) {
+							if err := compute(); err != nil {
+								return nil, err
+							}
+							return map[string]string{"a": "v", "b": "v"}, nil
+						})
+					} else {
+						_, _ = c.GetOrCompute(ctx, "a", func(context.Context) (string, error) { return "v", compute() })
+					}
+					took := time.Since(start)
+					p.SetPartition(false)
+					if took > deadline+perCallBound {
+						t.Errorf("call took %s with a %s deadline (budget 5s)", took, deadline)
+					}
+				})
+			}
+		}
 	}
 }

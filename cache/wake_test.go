@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,13 +17,17 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
+// Waking waiters: an abandoned or failed compute wakes the waiters of other
+// replicas at once; a waiter re-reads only once its subscription is confirmed,
+// and no wake-up is lost, also when the pub/sub connection is killed.
+
 // Guarantee (issue 14): a failed or panicked compute on replica A wakes the
 // waiters on replicas B and C at once (the abandon notification), so one of
 // them takes over. PollInterval, WaitTimeout and LeaseTTL are a minute: a
 // waiter that missed the notification would sleep at least ~2 s before its
 // first poll, so all 20 waiters answering within 1 s of the failure can
 // only come from the notification. Exactly one of them computes.
-func TestRegressAbandonWakesWaitersAtOnce(t *testing.T) {
+func TestAbandonWakesWaitersAtOnce(t *testing.T) {
 	for _, failure := range []string{"error", "panic"} {
 		t.Run(failure, func(t *testing.T) {
 			opts := cache.Options{TTL: time.Hour, PollInterval: time.Minute, WaitTimeout: time.Minute, LeaseTTL: time.Minute}
@@ -56,7 +61,7 @@ func TestRegressAbandonWakesWaitersAtOnce(t *testing.T) {
 			// Both waiting replicas are subscribed to the key's channel (one
 			// subscription per process) before A fails.
 			addr := redistest.Addr(t)
-			eventually(t, 5*time.Second, func() bool { return redistest.PlainSubscribers(t, addr, regressChannel(ns, "k")) >= 2 },
+			eventually(t, 5*time.Second, func() bool { return redistest.PlainSubscribers(t, addr, channelOf(ns, "k")) >= 2 },
 				func() string { return "replicas B and C never subscribed to the key's channel" })
 
 			failed := time.Now()
@@ -90,86 +95,6 @@ func TestRegressAbandonWakesWaitersAtOnce(t *testing.T) {
 	}
 }
 
-// Guarantee (issue 14): a panic in a background refresh, stale or early
-// (XFetch), is recovered and counted in Stats().ComputeErrors; the process
-// keeps running and the served value is unharmed. In Redis mode and in
-// process-local mode.
-func TestRegressBackgroundRefreshPanicRecovered(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		local bool
-		early bool
-	}{{"stale/redis", false, false}, {"early/redis", false, true}, {"stale/local", true, false}, {"early/local", true, true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := cache.Options{TTL: time.Hour, Stale: time.Hour}
-			if tc.early {
-				opts.Beta = 1e9
-			}
-			var c *cache.Cache[string]
-			if tc.local {
-				c = newCache[string](t, nil, opts)
-			} else {
-				opts.Namespace = redistest.Prefix(t)
-				c = newCache[string](t, redistest.Client(t), opts)
-			}
-			clk := cache.NewClock()
-			cache.UseClock(c, clk)
-			ctx := bounded(t, 10*time.Second)
-			// The first value: short-lived for a stale refresh, with a
-			// compute time for an early one.
-			first := func(ctx context.Context) (string, error) {
-				if !tc.early {
-					cache.SetTTL(ctx, time.Minute)
-				}
-				select { // the origin's own latency: XFetch needs a compute time
-				case <-time.After(2 * time.Millisecond):
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-				return "first", nil
-			}
-			if v, err := c.GetOrCompute(ctx, "k", first); err != nil || v != "first" {
-				t.Fatalf("first compute: %q, %v", v, err)
-			}
-			if !tc.early {
-				clk.Advance(time.Minute + time.Millisecond) // past the TTL: stale
-			}
-			before := c.Stats().ComputeErrors
-			entered := make(chan struct{}, 16)
-			boom := func(context.Context) (string, error) {
-				entered <- struct{}{}
-				panic("refresh exploded")
-			}
-			r, err := c.Fetch(ctx, "k", boom)
-			want := cache.Stale
-			if tc.early {
-				want = cache.Hit
-			}
-			if err != nil || r.Value != "first" || r.Outcome != want {
-				t.Fatalf("a read that triggers the refresh: %+v, %v; want %q as %v", r, err, "first", want)
-			}
-			within(t, entered, 5*time.Second, "the background refresh running")
-			eventually(t, 5*time.Second, func() bool { return c.Stats().ComputeErrors > before }, func() string {
-				return fmt.Sprintf("the refresh's panic was not counted in ComputeErrors: %+v", c.Stats())
-			})
-			// Still serving, and a later refresh can run (the key is not
-			// stuck) once the fail-safe throttle that the failure armed
-			// (on a stale value) has passed.
-			if !tc.early {
-				eventually(t, 5*time.Second, func() bool { return c.Stats().FailSafe == 1 }, func() string {
-					return fmt.Sprintf("the stale value was not re-armed after the failed refresh: %+v", c.Stats())
-				})
-			}
-			clk.Advance(2 * time.Second)
-			ok := &origin[string]{value: "second"}
-			eventually(t, 5*time.Second, func() bool {
-				r, err := c.Fetch(ctx, "k", ok.fn)
-				return err == nil && (r.Value == "second" || ok.calls.Load() > 0)
-			}, func() string { return "no refresh ran after the panicked one" })
-		})
-	}
-}
-
 // Guarantee (issue 14): a waiter re-reads only after Redis has confirmed its
 // subscription, so a fill landing while the SUBSCRIBE is in flight is not
 // lost. Replica B's subscription connection reaches Redis through +30 ms of
@@ -178,7 +103,7 @@ func TestRegressBackgroundRefreshPanicRecovered(t *testing.T) {
 // attempt, subscribe and re-read. PollInterval is a minute, so a waiter that
 // missed the fill would sleep ~2 s or more; each round B must answer with A's
 // value within 1.5 s of the fill, without computing.
-func TestRegressWaiterSubscribedBeforeReread(t *testing.T) {
+func TestWaiterSubscribedBeforeReread(t *testing.T) {
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, TTL: time.Hour, PollInterval: time.Minute, WaitTimeout: time.Minute, LeaseTTL: time.Minute}
 	a := newCache[string](t, redistest.Client(t), opts)
@@ -236,5 +161,112 @@ func TestRegressWaiterSubscribedBeforeReread(t *testing.T) {
 	}
 	if n := computedByB.Load(); n != 0 {
 		t.Fatalf("B computed %d times; A filled every key", n)
+	}
+}
+
+// busyObserver counts, per key, the claims a cache lost (it is about to wait).
+type busyObserver struct{ n atomic.Int64 }
+
+func (b *busyObserver) Observe(_ context.Context, e cache.Event) {
+	if e.Kind == cache.EventLeaseBusy {
+		b.n.Add(1)
+	}
+}
+
+// numsub returns how many subscribers channel has.
+func numsub(t testing.TB, rdb *redis.Client, channel string) int64 {
+	m, err := rdb.PubSubNumSub(context.Background(), channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[channel]
+}
+
+// No lost wake-ups: two waits on one key in one process (GetOrCompute and
+// GetOrComputeMany, so the second joins a channel already subscribed and
+// gets a PING barrier) are both woken by a fill published after they began,
+// with PollInterval 1 min so that only the notification can wake them
+// (the first safety-net poll is at least PollInterval/32 ≈ 1.9 s away). The
+// "kill" variant kills the pub/sub connection (CLIENT KILL TYPE pubsub)
+// while both wait, and starts a third wait right after the kill, racing
+// the notifier's reset: its barrier PING may go out on the dead connection.
+func TestNoLostWakeUps(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run("kill="+strconv.FormatBool(kill), func(t *testing.T) {
+			for round := range 5 {
+				noLostWakeUpsRound(t, kill, "k"+strconv.Itoa(round))
+			}
+		})
+	}
+}
+
+func noLostWakeUpsRound(t *testing.T, kill bool, key string) {
+	t.Helper()
+	ns := redistest.Prefix(t)
+	admin := redistest.Client(t)
+	opts := cache.Options{Namespace: ns, PollInterval: time.Minute, WaitTimeout: 30 * time.Second, LeaseTTL: 30 * time.Second}
+	holder := newCache[string](t, redistest.Client(t), opts)
+	obs := &busyObserver{}
+	wopts := opts
+	wopts.Observer = obs
+	w := newCache[string](t, redistest.Client(t), wopts)
+	ctx := bounded(t, 20*time.Second)
+
+	h := newHeld(t, "filled")
+	held := async(func() error { _, err := holder.GetOrCompute(ctx, key, h.fn); return err })
+	within(t, h.calls, 5*time.Second, "the holder's compute")
+
+	never := func(context.Context) (string, error) { return "", errors.New("a waiter computed") }
+	neverMany := func(context.Context, []string) (map[string]string, error) {
+		return nil, errors.New("a waiter computed")
+	}
+	one := async(func() valErr[string] { v, err := w.GetOrCompute(ctx, key, never); return valErr[string]{v, err} })
+	ch := channelOf(ns, key)
+	pollFor(t, "the first waiter's subscription", 5*time.Second, time.Millisecond, func() bool {
+		return obs.n.Load() >= 1 && numsub(t, admin, ch) >= 1
+	})
+	two := async(func() valErr[map[string]string] {
+		m, err := w.GetOrComputeMany(ctx, []string{key}, neverMany)
+		return valErr[map[string]string]{m, err}
+	})
+	pollFor(t, "the second waiter's claim", 5*time.Second, time.Millisecond, func() bool { return obs.n.Load() >= 2 })
+	var three <-chan timed[valErr[map[string]string]]
+	if kill {
+		if err := admin.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+		three = async(func() valErr[map[string]string] {
+			m, err := w.GetOrComputeMany(ctx, []string{key}, neverMany)
+			return valErr[map[string]string]{m, err}
+		})
+		pollFor(t, "the third waiter's claim", 5*time.Second, time.Millisecond, func() bool { return obs.n.Load() >= 3 })
+		// go-redis resubscribes after the notifier's backoff.
+		pollFor(t, "the resubscription", 5*time.Second, time.Millisecond, func() bool { return numsub(t, admin, ch) >= 1 })
+	}
+	h.Release()
+	if err := within(t, held, 5*time.Second, "the holder's fill"); err.v != nil {
+		t.Fatal(err.v)
+	}
+	const wake = 1500 * time.Millisecond // a notification's delivery, not a poll
+	r1, ok := tryWithin(one, wake)
+	if !ok {
+		t.Errorf("%s: GetOrCompute waiter not woken within %s of the fill", key, wake)
+		r1 = <-one
+	}
+	if r1.v.err != nil || r1.v.v != "filled" {
+		t.Errorf("%s: GetOrCompute waiter: %q %v", key, r1.v.v, r1.v.err)
+	}
+	for i, c := range []<-chan timed[valErr[map[string]string]]{two, three} {
+		if c == nil {
+			continue
+		}
+		r, ok := tryWithin(c, wake)
+		if !ok {
+			t.Errorf("%s: GetOrComputeMany waiter %d not woken within %s of the fill (lost wake-up)", key, i+2, wake)
+			r = <-c
+		}
+		if r.v.err != nil || r.v.v[key] != "filled" {
+			t.Errorf("%s: GetOrComputeMany waiter %d: %v %v", key, i+2, r.v.v, r.v.err)
+		}
 	}
 }

@@ -12,13 +12,17 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-// Review (guarantee 6): a background refresh (Stale window) that read the
+// The fail-safe re-arm (a failed refresh keeps the stale value): its throttle
+// holds across replicas and on the batch path, it never overwrites a Set or
+// Delete, its value never enters L1 as fresh, and it outlives StaleIfError.
+
+// Pins (guarantee 6): a background refresh (Stale window) that read the
 // stale entry before another replica's fail-safe re-arm, and claims after
 // it, must not call the origin again inside FailSafeThrottle.
 //
 // Replica B reaches Redis through a proxy with latency, so its refresh's
 // claim lands after A's failed refresh re-armed the value.
-func TestReviewFailSafeRefreshRaceCallsOriginTwice(t *testing.T) {
+func TestFailSafeThrottleHoldsForALateRefreshClaim(t *testing.T) {
 	ns := redistest.Prefix(t)
 	// InvalidationWait above B's 300ms round trip: a mark read slower than
 	// it vouches for nothing, and B would recompute for want of it.
@@ -70,12 +74,12 @@ func TestReviewFailSafeRefreshRaceCallsOriginTwice(t *testing.T) {
 	}
 }
 
-// Review (guarantee 6): a fail-safe value is never put into L1 as fresh.
+// Pins (guarantee 6): a fail-safe value is never put into L1 as fresh.
 // GetOrComputeMany on replica B reads the expired entry, replica A's compute
 // fails and re-arms it, then B claims and its lead re-read finds the
 // re-armed (fresh, fail-safe) entry: the "done" branch. B must not put it
 // into L1, or B's next Fetch answers it as a Hit.
-func TestReviewFailSafeNotInL1ViaBatch(t *testing.T) {
+func TestFailSafeValueNeverInL1ViaBatch(t *testing.T) {
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, StaleIfError: time.Hour, FailSafeThrottle: time.Minute}
 	clk := writeStale(t, redistest.Client(t), ns, "k", "old", opts)
@@ -120,10 +124,10 @@ func TestReviewFailSafeNotInL1ViaBatch(t *testing.T) {
 	}
 }
 
-// Review (guarantees 2, 6): a fail-safe re-arm never overwrites a Set or
+// Pins (guarantees 2, 6): a fail-safe re-arm never overwrites a Set or
 // Delete that happened while the failing compute was in flight, in Redis
 // and process-local mode.
-func TestReviewFailSafeRearmFencedBySetDelete(t *testing.T) {
+func TestFailSafeRearmFencedBySetDelete(t *testing.T) {
 	for _, mode := range []string{"redis", "local"} {
 		for _, op := range []string{"set", "delete"} {
 			t.Run(mode+"/"+op, func(t *testing.T) {
@@ -159,11 +163,11 @@ func TestReviewFailSafeRearmFencedBySetDelete(t *testing.T) {
 	}
 }
 
-// Review (guarantee 6): the fail-safe throttle holds on the batch path and
+// Pins (guarantee 6): the fail-safe throttle holds on the batch path and
 // mixed with the single-key path: 3 replicas x 40 callers, half of them
 // GetOrComputeMany, the origin failing at once: one origin call per
 // throttle, every caller answered with the stale value.
-func TestReviewFailSafeThrottleBatchAndSingle(t *testing.T) {
+func TestFailSafeThrottleBatchAndSingle(t *testing.T) {
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, StaleIfError: time.Hour, FailSafeThrottle: time.Minute}
 	clk := writeStale(t, redistest.Client(t), ns, "k", "old", opts)
@@ -200,11 +204,11 @@ func TestReviewFailSafeThrottleBatchAndSingle(t *testing.T) {
 	oneCallPerThrottle(t, clk, time.Minute, &calls, burst)
 }
 
-// Review (guarantee 6 vs the StaleIfError bound): a fail-safe re-arm must
+// Pins (guarantee 6 vs the StaleIfError bound): a fail-safe re-arm must
 // not make a value answer past its own StaleIfError window. StaleIfError
 // 10s, FailSafeThrottle 1m: 30s after the window ended, the origin should be
 // tried (and its error returned), not the re-armed value served.
-func TestReviewFailSafeRearmOutlivesStaleIfError(t *testing.T) {
+func TestFailSafeRearmOutlivesStaleIfError(t *testing.T) {
 	for _, mode := range []string{"redis", "local"} {
 		t.Run(mode, func(t *testing.T) {
 			c, clk := expiredEntry(t, mode, cache.Options{StaleIfError: 10 * time.Second, FailSafeThrottle: time.Minute})

@@ -12,9 +12,14 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-// Review (guarantee 2): the soft-timeout background fill never overwrites a
+// SoftTimeout: the compute that runs past it goes on in the background and
+// fills (never over a Set or Delete), later callers get the stale value
+// without a second origin call, Close cancels it, and a background refresh
+// is not cut by it.
+
+// Pins (guarantee 2): the soft-timeout background fill never overwrites a
 // Set or Delete that returned while it computed.
-func TestReviewSoftTimeoutFillFencedBySetDelete(t *testing.T) {
+func TestSoftTimeoutFillFencedBySetDelete(t *testing.T) {
 	for _, mode := range []string{"redis", "local"} {
 		for _, op := range []string{"set", "delete"} {
 			t.Run(mode+"/"+op, func(t *testing.T) {
@@ -51,11 +56,11 @@ func TestReviewSoftTimeoutFillFencedBySetDelete(t *testing.T) {
 	}
 }
 
-// Review (guarantees 1, 4 / issue 15 SoftTimeout): once a compute has run
+// Pins (guarantees 1, 4 / issue 15 SoftTimeout): once a compute has run
 // past SoftTimeout, a later caller (same replica, or another replica) of the
 // same key should get the stale value within about SoftTimeout too, and must
 // not start a second origin call while the first is still running.
-func TestReviewSoftTimeoutLaterCallers(t *testing.T) {
+func TestSoftTimeoutLaterCallersGetStaleWithoutASecondCompute(t *testing.T) {
 	for _, mode := range []string{"redis", "local"} {
 		t.Run(mode, func(t *testing.T) {
 			opts := cache.Options{StaleIfError: time.Hour, SoftTimeout: 50 * time.Millisecond, WaitTimeout: time.Second}
@@ -91,10 +96,10 @@ func TestReviewSoftTimeoutLaterCallers(t *testing.T) {
 	}
 }
 
-// Review (guarantee 8): Close cancels background work and waits for it. A
+// Pins (guarantee 8): Close cancels background work and waits for it. A
 // soft-timeout compute whose fn honours its context must end promptly on
 // Close, not hold Close for ComputeTimeout.
-func TestReviewCloseCancelsSoftTimeoutCompute(t *testing.T) {
+func TestCloseCancelsSoftTimeoutCompute(t *testing.T) {
 	for _, mode := range []string{"redis", "local"} {
 		t.Run(mode, func(t *testing.T) {
 			c, _ := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour, SoftTimeout: 20 * time.Millisecond, ComputeTimeout: 4 * time.Second})
@@ -114,11 +119,11 @@ func TestReviewCloseCancelsSoftTimeoutCompute(t *testing.T) {
 	}
 }
 
-// Review (background refresh + SoftTimeout): a Stale-window refresh whose
+// Pins (background refresh + SoftTimeout): a Stale-window refresh whose
 // compute runs past SoftTimeout must still fill when it ends. Nobody waits
 // for a refresh, so SoftTimeout does not apply to it (it once handed the
 // compute the refresh's context, cancelled when the refresh returned).
-func TestReviewSoftTimeoutBackgroundRefreshFills(t *testing.T) {
+func TestSoftTimeoutBackgroundRefreshFills(t *testing.T) {
 	for _, honour := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fn ignores ctx", true: "fn honours ctx"}[honour], func(t *testing.T) {
 			ns := redistest.Prefix(t)

@@ -36,7 +36,7 @@ type withAny struct {
 // ErrInvalidOptions when the codec cannot encode V (a chan or func field, a
 // chan V), instead of making every call a silent miss. A type the codec can
 // encode (the chan field skipped by a tag) is accepted.
-func TestRegressNewRejectsUnencodableType(t *testing.T) {
+func TestNewRejectsUnencodableType(t *testing.T) {
 	rdb := redistest.Client(t)
 	ns := redistest.Prefix(t)
 	check := func(name string, err error, closer interface{ Close() error }) {
@@ -77,7 +77,7 @@ func nilIfNil[V any](c *cache.Cache[V]) interface{ Close() error } {
 // the Logger gets a line. Set of a too-large value still fails with
 // ErrValueTooLarge. A value the codec fails on at run time (an interface
 // field holding a chan) is counted the same way.
-func TestRegressUnstoredIsVisibleNotAnError(t *testing.T) {
+func TestUnstoredValueIsVisibleNotAnError(t *testing.T) {
 	log := &lineLog{}
 	big := strings.Repeat("x", 100)
 	c := newCache[string](t, redistest.Client(t), cache.Options{TTL: time.Hour, MaxValueBytes: 16, Logger: slog.New(log)})
