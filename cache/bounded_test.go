@@ -52,7 +52,7 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 				}
 				inner.Wait()
 				if i%1000 == 0 {
-					n := int64(a.redis.notify.subscriptions() + b.redis.notify.subscriptions())
+					n := int64(a.redis.notify.Subscriptions() + b.redis.notify.Subscriptions())
 					for p := maxSubs.Load(); n > p && !maxSubs.CompareAndSwap(p, n); p = maxSubs.Load() {
 					}
 				}
@@ -75,7 +75,7 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 		for deadline := time.Now().Add(10 * time.Second); ; waitForConfirmations() {
 			refreshing = 0
 			c.refreshing.Range(func(any, any) bool { refreshing++; return true })
-			waitSubs = c.redis.notify.subscriptions()
+			waitSubs = c.redis.notify.Subscriptions()
 			if refreshing == 0 && waitSubs == 0 || time.Now().After(deadline) {
 				break
 			}

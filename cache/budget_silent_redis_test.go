@@ -211,7 +211,7 @@ func TestCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 // SUBSCRIBE, holding the PubSub's lock, bounded by its own timeouts only.
 // This failed (Close took 4.6-14.7 s) while the notifier sent SUBSCRIBE
 // under its own lock; the commands now go out from a sender per
-// connection (outbox.go) and Close does not wait on a handshake.
+// connection (internal/notify/outbox.go) and Close does not wait on a handshake.
 func TestWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {

@@ -125,13 +125,13 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if opts.L1Size > 0 {
 		c.l1 = newL1[V](opts.L1Size, opts.L1TTL)
 		c.id = strconv.FormatUint(rand.Uint64(), 36)
-		rs.notify.onReset = func() {
+		rs.notify.OnReset = func() {
 			c.synced.Store(false)
 			c.l1.clears.Add(1)
 			rs.reads.forgetAll() // before the clear: see invalidated
 			c.l1.clear()
 		}
-		rs.notify.onListening = func() {
+		rs.notify.OnListening = func() {
 			if !c.synced.Swap(true) {
 				rs.reads.forgetAll()
 				c.l1.clear() // what was put while unsubscribed cannot be vouched for
@@ -143,7 +143,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
-			_ = rs.notify.listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
+			_ = rs.notify.Listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
 		}()
 	}
 	c.initObserver()

@@ -2,15 +2,9 @@ package cache
 
 import (
 	"bytes"
-	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/stampede-go/stampede/internal/redistest"
 )
 
 func TestEnvelopeRoundTrip(t *testing.T) {
@@ -148,68 +142,6 @@ func TestPollDelayBounds(t *testing.T) {
 			}
 		}
 	}
-}
-
-// Subscriptions live only while a key has waiters: after many waits on
-// distinct keys, none is left.
-func TestSubscriptionsAreReleased(t *testing.T) {
-	rdb := redistest.Client(t)
-	n := newNotifier(rdb)
-	defer n.close()
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	for i := range 200 {
-		wg.Go(func() {
-			ch := redistest.Prefix(t) + string(rune('a'+i%26))
-			w, err := n.subscribe(ctx, ch)
-			if err != nil {
-				t.Error(err)
-			}
-			w.close()
-		})
-	}
-	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for n.subscriptions() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d channel states left", n.subscriptions())
-		}
-		time.Sleep(time.Millisecond) // unsubscribe confirmations arrive asynchronously
-	}
-	// Redis agrees: no channel of ours is subscribed.
-	chans, err := rdb.PubSubChannels(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(chans) != 0 {
-		t.Fatalf("still subscribed on the server: %v", chans)
-	}
-}
-
-// A notification published after subscribe returns is always delivered.
-func TestNotificationAfterSubscribeIsDelivered(t *testing.T) {
-	rdb := redistest.Client(t)
-	pub := redistest.Client(t)
-	n := newNotifier(rdb)
-	defer n.close()
-	ctx := context.Background()
-	for i := range 50 {
-		ch := redistest.Prefix(t)
-		w, err := n.subscribe(ctx, ch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pub.Publish(ctx, ch, "1").Err(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-w.C:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: notification lost", i)
-		}
-		w.close()
-	}
-	var _ redis.UniversalClient = rdb
 }
 
 // waitForConfirmations yields a little so pub/sub confirmations can arrive.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stampede-go/stampede/cache/internal/retry"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -91,13 +92,13 @@ func (s *redisStore[V]) probe(ctx context.Context) {
 
 func (s *redisStore[V]) available() bool { return s.c.brk.allow() }
 
-func (s *redisStore[V]) close() error { return s.notify.close() }
+func (s *redisStore[V]) close() error { return s.notify.Close() }
 
 // shardArg tells the scripts how to announce on a key's channel: "1" for
 // SPUBLISH on a Cluster (the channel lives on the key's own shard, as the
 // waiters' SSUBSCRIBE does), "0" for PUBLISH.
 func (s *redisStore[V]) shardArg() string {
-	if s.notify.sharded() {
+	if s.notify.Sharded() {
 		return "1"
 	}
 	return "0"
@@ -415,7 +416,7 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 	s.c.goBackground("\x00fill "+k.key, func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, s.c.opts.LeaseTTL+s.c.opts.WaitTimeout)
 		defer cancel()
-		for attempt := 1; sleep(ctx.Done(), backoff(attempt)); attempt++ {
+		for attempt := 1; retry.Sleep(ctx.Done(), retry.Backoff(attempt)); attempt++ {
 			cmd, err := runStep(ctx, s.budget, func(ctx context.Context) (*redis.Cmd, error) {
 				cmd := fillScript.Run(ctx, s.rdb, fillKeys(k), args...)
 				return cmd, cmd.Err()
@@ -513,8 +514,8 @@ func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 // readNotified implements [store]: a fill or Set notification that carried
 // the envelope answers without a round trip.
 func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscription) (entry[V], bool, error) {
-	if w, ok := sub.(*waiter); ok {
-		if p := w.take(); isEnvelope(p) {
+	if w, ok := sub.(redisSubscription); ok {
+		if p := w.Take(); isEnvelope(p) {
 			if e, found, _ := s.c.decodeEntry(ctx, k.key, reply{s: p, found: true}, false); found {
 				s.reads.forget(k.value) // see readGroup.forget
 				return e, true, nil
@@ -530,7 +531,8 @@ func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscripti
 func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, error) {
 	ctx, cancel := s.budget.bound(ctx)
 	defer cancel()
-	return s.notify.subscribe(ctx, k.channel())
+	w, err := s.notify.Subscribe(ctx, k.channel())
+	return redisSubscription{w}, err
 }
 
 // redisFailed records a Redis failure for the breaker, unless the caller's
@@ -564,8 +566,8 @@ func (s *redisStore[V]) noteRedisError(ctx context.Context, err error) bool {
 // master would keep dialling it after its replica took over. Reloads are
 // lazy and coalesced by go-redis.
 func (s *redisStore[V]) reloadTopology() {
-	if s.notify.cluster != nil {
-		s.notify.cluster.ReloadState(context.Background())
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
 	}
 }
 

@@ -1,4 +1,4 @@
-package cache
+package notify
 
 import "context"
 
@@ -35,7 +35,7 @@ type sendReq struct {
 
 // enqueueLocked queues req on c, starting c's sender when none runs; call
 // with n.mu held.
-func (n *notifier) enqueueLocked(c *psConn, req sendReq) {
+func (n *Notifier) enqueueLocked(c *psConn, req sendReq) {
 	c.outbox = append(c.outbox, req)
 	if !c.sending {
 		c.sending = true
@@ -46,7 +46,7 @@ func (n *notifier) enqueueLocked(c *psConn, req sendReq) {
 
 // sendQueued sends c's queued commands in order until none is left, or the
 // notifier closes, or c is dropped (whose commands were failed then).
-func (n *notifier) sendQueued(c *psConn) {
+func (n *Notifier) sendQueued(c *psConn) {
 	defer n.wire.Done()
 	for {
 		n.mu.Lock()
@@ -93,7 +93,7 @@ func (c *psConn) send(ctx context.Context, req sendReq) error {
 // way on it, may be gone without the receiver ever seeing it break.
 // go-redis keeps the channels it was asked for and subscribes them again on
 // its next socket.
-func (n *notifier) sendFailedLocked(c *psConn, req sendReq, err error) (reset bool) {
+func (n *Notifier) sendFailedLocked(c *psConn, req sendReq, err error) (reset bool) {
 	if req.op != nil {
 		defer req.op.settle(err) // a no-op when close or a drop settled it already
 	}

@@ -1,4 +1,4 @@
-package cache
+package notify
 
 // Helpers of the outbox tests (outbox_*_test.go): hash-tagged channels,
 // killing pub/sub connections, a Cluster client behind a fault proxy, and a
@@ -19,7 +19,7 @@ import (
 )
 
 // describeStates renders the notifier's channel states, for a failure.
-func describeStates(n *notifier) string {
+func describeStates(n *Notifier) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := ""

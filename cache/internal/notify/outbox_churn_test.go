@@ -1,4 +1,4 @@
-package cache
+package notify
 
 // The pub/sub outbox (notify.go, outbox.go) under churn: the notifier
 // queues (S)SUBSCRIBE/(S)UNSUBSCRIBE/PING under its lock and a sender per
@@ -29,7 +29,7 @@ import (
 // (one per simulated replica, each on a client of its own), how to publish
 // a fill and store its value, and how to count Redis' subscribers.
 type outboxEnv struct {
-	notifiers []*notifier
+	notifiers []*Notifier
 	// publish stores payload under the channel's key, then publishes it
 	// (a fill: the value is in Redis before its notification goes out).
 	publish func(ctx context.Context, channel, payload string) error
@@ -77,10 +77,10 @@ func runChurnRounds(t *testing.T, env outboxEnv, channels []string, rounds, perC
 					default:
 					}
 					cctx, ccancel := context.WithTimeout(ctx, time.Duration(r.IntN(3))*time.Millisecond)
-					w, _ := n.subscribe(cctx, channels[r.IntN(len(channels))])
+					w, _ := n.Subscribe(cctx, channels[r.IntN(len(channels))])
 					ccancel()
 					res.churnJoins.Add(1)
-					w.close()
+					w.Close()
 				}
 			})
 		}
@@ -116,10 +116,10 @@ func runChurnRounds(t *testing.T, env outboxEnv, channels []string, rounds, perC
 						defer leaving.Done()
 						res.waiters.Add(1)
 						sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-						w, err := n.subscribe(sctx, ch)
+						w, err := n.Subscribe(sctx, ch)
 						scancel()
 						subscribed.Done()
-						defer w.close()
+						defer w.Close()
 						if err != nil {
 							// Not covered by the guarantee: it would poll.
 							res.subscribeErrs.Add(1)
@@ -142,7 +142,7 @@ func runChurnRounds(t *testing.T, env outboxEnv, channels []string, rounds, perC
 							// A later round's fill may overwrite this one's
 							// before it is taken: published after this waiter
 							// subscribed, it answers it too.
-							p := w.take()
+							p := w.Take()
 							if p != "" && tokenRound(p) >= round {
 								res.payloadWakes.Add(1)
 								return
@@ -203,7 +203,7 @@ func expectNoSubscriptionsLeft(t *testing.T, env outboxEnv, channels []string) {
 	for {
 		states, subs := 0, int64(0)
 		for _, n := range env.notifiers {
-			states += n.subscriptions()
+			states += n.Subscriptions()
 		}
 		for _, ch := range channels {
 			subs += env.subscribers(t, ch)
@@ -223,7 +223,7 @@ func expectNoSubscriptionsLeft(t *testing.T, env outboxEnv, channels []string) {
 
 // closeNotifiers closes every notifier and asserts that close is prompt and
 // that no goroutine of theirs outlives it (Redis is healthy here).
-func closeNotifiers(t *testing.T, ns []*notifier) {
+func closeNotifiers(t *testing.T, ns []*Notifier) {
 	t.Helper()
 	for _, n := range ns {
 		closeWithin(t, n, closeGrace+time.Second)

@@ -1,4 +1,4 @@
-package cache
+package notify
 
 // After a reset, go-redis' own resubscription is told apart from the
 // notifier's commands: its confirmation never opens a later subscribe's gate
@@ -19,7 +19,7 @@ import (
 // finish first. It stands for a sender that is slow to get to the queue (a
 // handshake in progress, a loaded machine): every command still goes out,
 // in order, once thawed.
-func freezeSender(t *testing.T, n *notifier, c *psConn) (thaw func()) {
+func freezeSender(t *testing.T, n *Notifier, c *psConn) (thaw func()) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -75,9 +75,9 @@ func freezeSender(t *testing.T, n *notifier, c *psConn) (thaw func()) {
 func TestOutboxGateNotOpenedByAResubscriptionConfirmation(t *testing.T) {
 	r := resubscriptionRace(t)
 	sctx, scancel := context.WithTimeout(r.ctx, 5*time.Second)
-	w2, err := r.n.subscribe(sctx, r.ch)
+	w2, err := r.n.Subscribe(sctx, r.ch)
 	scancel()
-	defer w2.close()
+	defer w2.Close()
 	t.Logf("w2's subscribe: %v", err)
 	r.thaw()
 	if err != nil {
@@ -85,7 +85,7 @@ func TestOutboxGateNotOpenedByAResubscriptionConfirmation(t *testing.T) {
 	}
 	select {
 	case <-w2.C:
-		if got := w2.take(); got == "old" {
+		if got := w2.Take(); got == "old" {
 			t.Errorf("w2 took %q, published before it joined: its gate was opened by go-redis' resubscription, not by its own SUBSCRIBE", got)
 		}
 	case <-time.After(2 * time.Second):
@@ -109,9 +109,9 @@ func TestOutboxGateNotOpenedByAResubscriptionConfirmation(t *testing.T) {
 func TestOutboxNoLostWakeUpAfterAResubscriptionConfirmation(t *testing.T) {
 	r := resubscriptionRace(t)
 	sctx, scancel := context.WithTimeout(r.ctx, 5*time.Second)
-	w2, err := r.n.subscribe(sctx, r.ch)
+	w2, err := r.n.Subscribe(sctx, r.ch)
 	scancel()
-	defer w2.close()
+	defer w2.Close()
 	if err != nil {
 		t.Skipf("w2's subscribe failed (%v): the interleaving did not happen", err)
 	}
@@ -137,7 +137,7 @@ func TestOutboxNoLostWakeUpAfterAResubscriptionConfirmation(t *testing.T) {
 	for {
 		select {
 		case <-w2.C:
-			if got := w2.take(); got == "fill" || got == "" {
+			if got := w2.Take(); got == "fill" || got == "" {
 				return // woken for the fill (or told to re-read)
 			}
 		case <-deadline:
@@ -149,7 +149,7 @@ func TestOutboxNoLostWakeUpAfterAResubscriptionConfirmation(t *testing.T) {
 // resubRace is the interleaving of the two tests above, up to w2's join.
 type resubRace struct {
 	ctx  context.Context
-	n    *notifier
+	n    *Notifier
 	c    *psConn
 	pub  *redis.Client
 	ch   string
@@ -174,10 +174,10 @@ func resubscriptionRace(t *testing.T) *resubRace {
 	t.Cleanup(func() { _ = rdb.Close() })
 	pub := redistest.Client(t)
 	n := newNotifier(rdb)
-	t.Cleanup(func() { _ = n.close() })
+	t.Cleanup(func() { _ = n.Close() })
 	ch := hashTagged(t, 1)[0]
 
-	w1, err := n.subscribe(ctx, ch)
+	w1, err := n.Subscribe(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func resubscriptionRace(t *testing.T) *resubRace {
 	n.mu.Unlock()
 	thaw := freezeSender(t, n, c)
 	t.Cleanup(thaw)
-	w1.close() // UNSUBSCRIBE queued, not sent: go-redis still keeps the channel
+	w1.Close() // UNSUBSCRIBE queued, not sent: go-redis still keeps the channel
 
 	// What the new socket carries arrives 300 ms late: time to join before
 	// the receiver reads it.

@@ -1,4 +1,4 @@
-package cache
+package notify
 
 // The outbox on a Cluster with one silent master: joins on its channels end
 // at their deadlines while the other masters' channels go on as usual.
@@ -44,11 +44,11 @@ func TestOutboxClusterOneSilentMaster(t *testing.T) {
 			n := newNotifier(cc)
 			ctx := context.Background()
 			if connectedFirst {
-				w, err := n.subscribe(ctx, onSilent[0])
+				w, err := n.Subscribe(ctx, onSilent[0])
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer w.close()
+				defer w.Close()
 			}
 			p.SetPartition(true)
 			const deadline = 150 * time.Millisecond
@@ -60,12 +60,12 @@ func TestOutboxClusterOneSilentMaster(t *testing.T) {
 					sctx, cancel := context.WithTimeout(ctx, deadline)
 					defer cancel()
 					start := time.Now()
-					w, err := n.subscribe(sctx, ch)
+					w, err := n.Subscribe(sctx, ch)
 					if took := time.Since(start); took > deadline+slack {
 						t.Errorf("subscribe on the silent master took %s (%v)", took, err)
 					}
 					start = time.Now()
-					w.close()
+					w.Close()
 					if took := time.Since(start); took > slack {
 						t.Errorf("closing a waiter on the silent master took %s", took)
 					}
@@ -77,8 +77,8 @@ func TestOutboxClusterOneSilentMaster(t *testing.T) {
 					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 					defer cancel()
 					start := time.Now()
-					w, err := n.subscribe(sctx, ch)
-					defer w.close()
+					w, err := n.Subscribe(sctx, ch)
+					defer w.Close()
 					if err != nil {
 						t.Errorf("subscribe on a healthy master: %v", err)
 						return
@@ -94,7 +94,7 @@ func TestOutboxClusterOneSilentMaster(t *testing.T) {
 					for {
 						select {
 						case <-w.C:
-							if p := w.take(); p != "" {
+							if p := w.Take(); p != "" {
 								return // this fill, or another published after this waiter subscribed
 							}
 						case <-sctx.Done():

@@ -1,4 +1,4 @@
-package cache
+package notify
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestNotifierNeverWaitsOnAHandshake(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
 			start := time.Now()
-			w, err := n.subscribe(ctx, prefix+strconv.Itoa(i))
+			w, err := n.Subscribe(ctx, prefix+strconv.Itoa(i))
 			took := time.Since(start)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("subscribe %d: %v, want DeadlineExceeded", i, err)
@@ -58,7 +58,7 @@ func TestNotifierNeverWaitsOnAHandshake(t *testing.T) {
 				t.Errorf("subscribe %d with a %s deadline took %s", i, deadline, took)
 			}
 			start = time.Now()
-			w.close()
+			w.Close()
 			if took := time.Since(start); took > slack {
 				t.Errorf("closing waiter %d took %s", i, took)
 			}
@@ -73,10 +73,10 @@ func TestNotifierNeverWaitsOnAHandshake(t *testing.T) {
 }
 
 // closeWithin closes n and fails the test when that took longer than bound.
-func closeWithin(t *testing.T, n *notifier, bound time.Duration) {
+func closeWithin(t *testing.T, n *Notifier, bound time.Duration) {
 	t.Helper()
 	start := time.Now()
-	if err := n.close(); err != nil {
+	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > bound {
@@ -94,16 +94,16 @@ func TestNotifierRecoversFromAFailedHandshake(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	pub := redistest.Client(t)
 	n := newNotifier(rdb)
-	defer n.close()
+	defer n.Close()
 	ch := redistest.Prefix(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	first, err := n.subscribe(ctx, ch)
+	first, err := n.Subscribe(ctx, ch)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("first subscribe on a silent Redis: %v", err)
 	}
-	defer first.close()
+	defer first.Close()
 	p.SetPartition(false)
 
 	// Publish until the first waiter hears it: go-redis reconnects with
@@ -124,15 +124,15 @@ func TestNotifierRecoversFromAFailedHandshake(t *testing.T) {
 			t.Fatal("the subscription never came back after the partition healed")
 		}
 	}
-	if got := first.take(); got != "" {
+	if got := first.Take(); got != "" {
 		t.Errorf("a waiter whose subscription failed took the payload %q; it must re-read", got)
 	}
 
-	second, err := n.subscribe(ctx, ch)
+	second, err := n.Subscribe(ctx, ch)
 	if err != nil {
 		t.Fatalf("second subscribe: %v", err)
 	}
-	defer second.close()
+	defer second.Close()
 	if err := pub.Publish(ctx, ch, "late").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestNotifierRecoversFromAFailedHandshake(t *testing.T) {
 	for got := ""; got == ""; {
 		select {
 		case <-second.C:
-			got = second.take()
+			got = second.Take()
 		case <-ctx.Done():
 			t.Fatal("second waiter never took the payload")
 		}
@@ -164,7 +164,7 @@ func BenchmarkNotifierSubscribe(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			rdb := redistest.Client(b)
 			n := newNotifier(rdb)
-			defer n.close()
+			defer n.Close()
 			prefix := redistest.Prefix(b)
 			ctx := context.Background()
 			var seq atomic.Uint64
@@ -175,14 +175,76 @@ func BenchmarkNotifierSubscribe(b *testing.B) {
 					if !shared {
 						ch += strconv.FormatUint(seq.Add(1), 10)
 					}
-					w, err := n.subscribe(ctx, ch)
+					w, err := n.Subscribe(ctx, ch)
 					if err != nil {
 						b.Error(err)
 						return
 					}
-					w.close()
+					w.Close()
 				}
 			})
 		})
 	}
+}
+
+// Subscriptions live only while a key has waiters: after many waits on
+// distinct keys, none is left.
+func TestSubscriptionsAreReleased(t *testing.T) {
+	rdb := redistest.Client(t)
+	n := newNotifier(rdb)
+	defer n.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			ch := redistest.Prefix(t) + string(rune('a'+i%26))
+			w, err := n.Subscribe(ctx, ch)
+			if err != nil {
+				t.Error(err)
+			}
+			w.Close()
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.Subscriptions() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d channel states left", n.Subscriptions())
+		}
+		time.Sleep(time.Millisecond) // unsubscribe confirmations arrive asynchronously
+	}
+	// Redis agrees: no channel of ours is subscribed.
+	chans, err := rdb.PubSubChannels(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chans) != 0 {
+		t.Fatalf("still subscribed on the server: %v", chans)
+	}
+}
+
+// A notification published after subscribe returns is always delivered.
+func TestNotificationAfterSubscribeIsDelivered(t *testing.T) {
+	rdb := redistest.Client(t)
+	pub := redistest.Client(t)
+	n := newNotifier(rdb)
+	defer n.Close()
+	ctx := context.Background()
+	for i := range 50 {
+		ch := redistest.Prefix(t)
+		w, err := n.Subscribe(ctx, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(ctx, ch, "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w.C:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: notification lost", i)
+		}
+		w.Close()
+	}
+	var _ redis.UniversalClient = rdb
 }

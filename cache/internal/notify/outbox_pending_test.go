@@ -1,4 +1,4 @@
-package cache
+package notify
 
 // Pending commands of the outbox are matched to the connection they went out
 // on: a confirmation on a new connection never settles a command left on the
@@ -47,11 +47,11 @@ func TestOutboxConfirmationMatchesItsConnection(t *testing.T) {
 	from := slotOwner(t, admin, ch)
 	cc, p := viaProxyFor(t, cl, from, redis.ClusterOptions{ReadTimeout: 300 * time.Millisecond, DialTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	n := newNotifier(cc)
-	defer n.close()
+	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	w1, err := n.subscribe(ctx, ch)
+	w1, err := n.Subscribe(ctx, ch)
 	if err != nil {
 		t.Fatalf("first subscribe: %v", err)
 	}
@@ -59,7 +59,7 @@ func TestOutboxConfirmationMatchesItsConnection(t *testing.T) {
 		t.Fatalf("%d subscribers on %s", got, from)
 	}
 	p.SetPartition(true)
-	w1.close() // SUNSUBSCRIBE to A: black-holed
+	w1.Close() // SUNSUBSCRIBE to A: black-holed
 	// The outbox sends it; wait until the state shows the unsubscribe in flight.
 	n.mu.Lock()
 	if st := n.chans[ch]; st == nil || st.unsubs != 1 {
@@ -93,7 +93,7 @@ func TestOutboxConfirmationMatchesItsConnection(t *testing.T) {
 	// B is healthy: the new waiter's subscription is confirmed at once.
 	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
 	start := time.Now()
-	w2, err := n.subscribe(sctx, ch)
+	w2, err := n.Subscribe(sctx, ch)
 	scancel()
 	if err != nil {
 		t.Errorf("subscribe on the new, healthy owner %s: %v after %s (its confirmation settled A's unanswered unsubscribe instead)", to, err, time.Since(start).Round(time.Millisecond))
@@ -101,10 +101,10 @@ func TestOutboxConfirmationMatchesItsConnection(t *testing.T) {
 	if got := redistest.ShardSubscribers(t, to, ch); got != 1 {
 		t.Errorf("%d subscribers on the new owner", got)
 	}
-	w2.close()
+	w2.Close()
 	p.SetPartition(false)
 	deadline = time.Now().Add(10 * time.Second)
-	for n.subscriptions() != 0 || redistest.ShardSubscribers(t, to, ch) != 0 {
+	for n.Subscriptions() != 0 || redistest.ShardSubscribers(t, to, ch) != 0 {
 		if time.Now().After(deadline) {
 			n.mu.Lock()
 			pend := 0
@@ -113,19 +113,19 @@ func TestOutboxConfirmationMatchesItsConnection(t *testing.T) {
 			}
 			n.mu.Unlock()
 			t.Errorf("after the last waiter closed: %d channel states (%d commands pending forever), %d subscribers on %s",
-				n.subscriptions(), pend, redistest.ShardSubscribers(t, to, ch), to)
+				n.Subscriptions(), pend, redistest.ShardSubscribers(t, to, ch), to)
 			break
 		}
 		time.Sleep(5 * time.Millisecond) // confirmations land asynchronously: poll
 	}
 	// And every later waiter on the channel is confirmed one command late.
 	sctx, scancel = context.WithTimeout(ctx, 2*time.Second)
-	w3, err := n.subscribe(sctx, ch)
+	w3, err := n.Subscribe(sctx, ch)
 	scancel()
 	if err != nil {
 		t.Errorf("a later subscribe on the healthy owner: %v", err)
 	}
-	w3.close()
+	w3.Close()
 }
 
 // Guarantee 3 on the plain connection when go-redis replaces its socket
@@ -164,7 +164,7 @@ func TestOutboxPendingReleasedWhenTheSenderReplacesASocket(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	pub := redistest.Client(t)
 	n := newNotifier(rdb)
-	defer n.close()
+	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	chans := hashTagged(t, 4)
@@ -172,7 +172,7 @@ func TestOutboxPendingReleasedWhenTheSenderReplacesASocket(t *testing.T) {
 
 	entered, release := make(chan struct{}), make(chan struct{})
 	var block atomic.Bool
-	if err := n.listen(ctx, inval, func(string) {
+	if err := n.Listen(ctx, inval, func(string) {
 		if block.Load() {
 			close(entered)
 			<-release
@@ -180,15 +180,15 @@ func TestOutboxPendingReleasedWhenTheSenderReplacesASocket(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	w1, err := n.subscribe(ctx, x)
+	w1, err := n.Subscribe(ctx, x)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wz, err := n.subscribe(ctx, z) // stays: it waits for z's fill
+	wz, err := n.Subscribe(ctx, z) // stays: it waits for z's fill
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wz.close()
+	defer wz.Close()
 	block.Store(true)
 	if err := pub.Publish(ctx, inval, "busy").Err(); err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestOutboxPendingReleasedWhenTheSenderReplacesASocket(t *testing.T) {
 		}
 	}()
 
-	w1.close() // UNSUBSCRIBE X goes out on S1
+	w1.Close() // UNSUBSCRIBE X goes out on S1
 	deadline := time.Now().Add(5 * time.Second)
 	for redistest.PlainSubscribers(t, redistest.Addr(t), x) != 0 {
 		if time.Now().After(deadline) {
@@ -216,15 +216,15 @@ func TestOutboxPendingReleasedWhenTheSenderReplacesASocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
-	w2, err := n.subscribe(sctx, y) // fails on S1; go-redis reconnects (S2) inside it
+	w2, err := n.Subscribe(sctx, y) // fails on S1; go-redis reconnects (S2) inside it
 	scancel()
 	t.Logf("w2 (its SUBSCRIBE was the first command on the broken socket): %v", err)
-	w2.close()
+	w2.Close()
 	close(release)
 	released = true
 
 	deadline = time.Now().Add(5 * time.Second)
-	for n.subscriptions() != 2 { // the permanent subscription, and z's (wz still waits)
+	for n.Subscriptions() != 2 { // the permanent subscription, and z's (wz still waits)
 		if time.Now().After(deadline) {
 			t.Errorf("channel states left after every waiter closed: %s", describeStates(n))
 			break
@@ -232,12 +232,12 @@ func TestOutboxPendingReleasedWhenTheSenderReplacesASocket(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // confirmations land asynchronously: poll
 	}
 	sctx, scancel = context.WithTimeout(ctx, 2*time.Second)
-	w3, err := n.subscribe(sctx, x)
+	w3, err := n.Subscribe(sctx, x)
 	scancel()
 	if err != nil {
 		t.Errorf("a new waiter on X against a healthy Redis: %v", err)
 	}
-	w3.close()
+	w3.Close()
 	select {
 	case <-wz.C:
 	case <-time.After(3 * time.Second):

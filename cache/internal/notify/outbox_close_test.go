@@ -1,4 +1,4 @@
-package cache
+package notify
 
 // Closing the notifier races with queued and in-flight sends, joins, leaves
 // and broken connections: nothing panics, every call returns, and every
@@ -23,7 +23,7 @@ import (
 // with connections broken by CLIENT KILL (a drop racing with the
 // resubscriber on a Cluster, a reset on a plain connection). Nothing
 // panics, every subscribe and waiter close returns, subscribes after close
-// return ErrClosed, and every goroutine ends.
+// return errClosed, and every goroutine ends.
 func TestOutboxCloseRacesEverything(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -47,18 +47,18 @@ func TestOutboxCloseRacesEverything(t *testing.T) {
 						r := rand.New(rand.NewPCG(uint64(g), uint64(iter)))
 						for {
 							ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(5))*time.Millisecond)
-							w, err := n.subscribe(ctx, chans[r.IntN(len(chans))])
+							w, err := n.Subscribe(ctx, chans[r.IntN(len(chans))])
 							cancel()
 							joins.Add(1)
-							w.close()
+							w.Close()
 							select {
 							case <-closing:
-								if !errors.Is(err, ErrClosed) {
-									// Joined before close: any answer; the next one must be ErrClosed.
-									w, err = n.subscribe(context.Background(), chans[0])
-									w.close()
-									if !errors.Is(err, ErrClosed) {
-										t.Errorf("subscribe after close: %v, want ErrClosed", err)
+								if !errors.Is(err, errClosed) {
+									// Joined before close: any answer; the next one must be errClosed.
+									w, err = n.Subscribe(context.Background(), chans[0])
+									w.Close()
+									if !errors.Is(err, errClosed) {
+										t.Errorf("subscribe after close: %v, want errClosed", err)
 									}
 								}
 								return
@@ -77,7 +77,7 @@ func TestOutboxCloseRacesEverything(t *testing.T) {
 					runtime.Gosched()
 				}
 				start := time.Now()
-				if err := n.close(); err != nil {
+				if err := n.Close(); err != nil {
 					t.Fatal(err)
 				}
 				close(closing)
@@ -91,7 +91,7 @@ func TestOutboxCloseRacesEverything(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatalf("iteration %d: waiters or the notifier's goroutines still running 10 s after close", iter)
 				}
-				if err := n.close(); err != nil {
+				if err := n.Close(); err != nil {
 					t.Errorf("second close: %v", err)
 				}
 			}

@@ -1,0 +1,183 @@
+package notify
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache/internal/retry"
+)
+
+// psConn is one pub/sub connection: the plain one, or a master's sharded one.
+type psConn struct {
+	addr string // the master's address; "" for the plain connection
+	ps   *redis.PubSub
+	dead bool // dropped: its confirmations no longer count
+	// barriers are the PINGs queued or sent and not yet answered, by payload.
+	barriers map[string]*subOp
+	// outbox are the commands to send, in order (see outbox.go).
+	outbox  []sendReq
+	sending bool // a sender drains outbox
+}
+
+func (p *psConn) sharded() bool { return p.addr != "" }
+
+func (p *psConn) sub(ctx context.Context, channel string) error {
+	if p.sharded() {
+		return p.ps.SSubscribe(ctx, channel)
+	}
+	return p.ps.Subscribe(ctx, channel)
+}
+
+func (p *psConn) unsub(ctx context.Context, channel string) error {
+	if p.sharded() {
+		return p.ps.SUnsubscribe(ctx, channel)
+	}
+	return p.ps.Unsubscribe(ctx, channel)
+}
+
+// connLocked returns the connection for node (nil: the plain one), making
+// it and its receiver on first use; call with n.mu held.
+func (n *Notifier) connLocked(node *redis.Client) *psConn {
+	addr := ""
+	if node != nil {
+		addr = node.Options().Addr
+	}
+	if c := n.conns[addr]; c != nil {
+		return c
+	}
+	c := &psConn{addr: addr}
+	if node != nil {
+		c.ps = node.SSubscribe(context.Background())
+	} else {
+		c.ps = n.rdb.Subscribe(context.Background())
+	}
+	n.conns[addr] = c
+	n.wire.Add(1)
+	go n.receive(c)
+	return c
+}
+
+// receive reads one pub/sub connection until it is closed or dropped.
+func (n *Notifier) receive(c *psConn) {
+	defer n.wire.Done()
+	ctx := context.Background()
+	failures := 0
+	for {
+		msg, err := c.ps.Receive(ctx)
+		if err != nil {
+			n.mu.Lock()
+			over := n.closed || c.dead
+			if !over && c.sharded() {
+				// Broken, or a MOVED/CROSSSLOT reply: start afresh on the
+				// current owners.
+				n.dropLocked(c)
+				over = true
+			}
+			n.mu.Unlock()
+			if over || errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			n.reset(c)
+			failures++
+			// go-redis reconnects and resubscribes on the next Receive; do
+			// not spin while Redis is down.
+			if !retry.Sleep(n.life.Done(), retry.Backoff(failures)) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			n.confirm(c, m.Kind, m.Channel)
+		case *redis.Message:
+			n.wake(c, m.Channel, m.Payload)
+		case *redis.Pong:
+			n.pong(c, m.Payload)
+		}
+	}
+}
+
+func (n *Notifier) confirm(c *psConn, kind, channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.handlers[channel] != nil && n.OnListening != nil {
+		n.OnListening()
+	}
+	st := n.chans[channel]
+	if st == nil || st.conn != c {
+		return
+	}
+	if kind != "unsubscribe" && kind != "sunsubscribe" {
+		return // subscriptions are confirmed by their barriers
+	}
+	switch {
+	case st.unsubs > 0:
+		st.unsubs--
+		n.tidyLocked(channel, st)
+	case c.sharded() && st.lastSub != nil:
+		// Not a reply to a command of ours: Redis moved the slot away and
+		// unsubscribed us.
+		n.loseLocked(channel, st)
+	}
+}
+
+// wake hands a notification received on c to its channel's waiters; one
+// from a connection the channel has left (its slot moved) was published
+// before the subscription that replaced it, and is dropped.
+func (n *Notifier) wake(c *psConn, channel, payload string) {
+	n.mu.Lock()
+	handler := n.handlers[channel]
+	n.mu.Unlock()
+	if handler != nil {
+		handler(payload)
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st := n.chans[channel]; st != nil && st.conn == c {
+		st.wakeAll(payload)
+	}
+}
+
+// reset runs after the plain connection broke, seen by the receiver or by
+// a command that failed (go-redis may have replaced the socket inside it):
+// confirmations in flight are lost, and a fill may have been missed, so
+// every waiter is released and woken to re-read (polling covers the gap
+// until go-redis has resubscribed).
+func (n *Notifier) reset(c *psConn) {
+	if n.OnReset != nil {
+		n.OnReset()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c.releaseBarriersLocked(errPubSubLost)
+	for ch, st := range n.chans {
+		if st.conn != c {
+			continue
+		}
+		st.release(errPubSubLost)
+		if st.lastSub != nil {
+			st.lastSub = resubscribed
+		}
+		n.tidyLocked(ch, st)
+	}
+}
+
+// resubscribed stands for a plain subscription that go-redis makes again
+// on its next connection (it keeps the channels it was asked for): later
+// waiters take a barrier behind it, sent on that connection after the
+// resubscription.
+var resubscribed = func() *subOp { op := newSubOp(); op.settle(nil); return op }()
+
+// closeConn closes c's PubSub on a goroutine of its own: go-redis holds
+// the PubSub's lock through a handshake, and Close takes it.
+func (n *Notifier) closeConn(c *psConn) {
+	n.wire.Add(1)
+	go func() {
+		defer n.wire.Done()
+		_ = c.ps.Close()
+	}()
+}

@@ -1,0 +1,271 @@
+// Package notify is the cache's pub/sub: it subscribes a key's fill
+// channel while local waiters wait on it, and tells each of them when a
+// notification arrives or the connection broke (so the key must be re-read).
+// It speaks channels and payloads only; what a payload means is the
+// caller's business.
+//
+// The files split its jobs: this one holds the Notifier and its API
+// (subscribe, listen, close); gate.go the channel states and the barriers
+// that open a waiter to notifications; outbox.go the ordered sending of
+// commands off the lock; conn.go a connection's receiver and what a break
+// does; cluster.go the sharded channels that must move when a slot does.
+package notify
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Notifier owns the pub/sub connections of one cache and fans fill
+// notifications out to the local waiters of each key. A key's channel is
+// subscribed while it has waiters, and a waiter is told "ready" only once
+// Redis answered a PING queued behind its subscription (its gate), so a
+// fill published after that cannot be missed by the waiter's next read,
+// and a notification received before it, possibly published before that
+// read, never answers it.
+//
+// On a single Redis (or behind Sentinel) every channel shares one plain
+// SUBSCRIBE connection, which go-redis reconnects and resubscribes. On a
+// Redis Cluster the per-key channels use sharded pub/sub (SSUBSCRIBE): one
+// connection per master, each channel on the master that owns its slot.
+// Those connections are not left to go-redis's reconnect, which would send
+// every channel in one SSUBSCRIBE (a CROSSSLOT error when they span slots)
+// to a node that may no longer own them: when one breaks, or Redis moves a
+// slot away (it then sends an unsolicited SUNSUBSCRIBE), the notifier wakes
+// the waiters, drops the connection and subscribes each channel again, one
+// by one, on its current owner. Polling covers the gap.
+//
+// OnReset and OnListening are set, if at all, before the first Subscribe
+// or Listen.
+type Notifier struct {
+	rdb redis.UniversalClient
+	// cluster is rdb when it is a Cluster client: per-key channels are sharded.
+	cluster *redis.ClusterClient
+
+	mu       sync.Mutex
+	conns    map[string]*psConn // "" is the plain connection; others by master address
+	chans    map[string]*channelState
+	handlers map[string]func(payload string) // permanent subscriptions (L1 invalidation)
+	// lost are sharded channels with waiters that must be subscribed again
+	// on the master that owns them now.
+	lost        map[string]struct{}
+	kick        chan struct{} // wakes the resubscriber
+	resubActive bool
+	barrierSeq  uint64 // names the barriers' PINGs
+	// OnReset runs after the plain connection broke: notifications may
+	// have been missed.
+	OnReset func()
+	// OnListening runs when Redis confirms a permanent subscription, at
+	// first and after every reconnect.
+	OnListening func()
+	closed      bool
+	// closedErr is what a Subscribe or Listen returns once Close ran.
+	closedErr error
+	life      context.Context // cancelled by close
+	end       context.CancelFunc
+	bg        sync.WaitGroup // the resubscriber
+	// wire are the goroutines that call into go-redis' PubSub: receivers,
+	// senders and closers. close waits for them at most closeGrace, as one
+	// of them may be inside a connection's handshake, which nothing can cut
+	// short: it ends within go-redis' own DialTimeout and ReadTimeout.
+	wire sync.WaitGroup
+}
+
+// closeGrace bounds how long close waits for the goroutines that call into
+// go-redis. They end in microseconds unless one is in a handshake with a
+// Redis that does not answer; waiting for them otherwise means no goroutine
+// of the notifier outlives Close, which goroutine-leak checks in users'
+// tests rely on.
+const closeGrace = 100 * time.Millisecond
+
+// Waiter is one local waiter's registration on a channel.
+type Waiter struct {
+	n       *Notifier
+	channel string
+	// C receives a value when a notification arrives (or the connection
+	// broke and the key must be re-read).
+	C chan struct{}
+	// last is the payload of the latest notification not yet taken (under
+	// n.mu): a fill's or Set's envelope, or a marker.
+	last string
+	// gate is the subscription or barrier whose confirmation opens the
+	// waiter to notifications (see wakeAll).
+	gate *subOp
+}
+
+// Take returns the payload of the latest notification since the last Take
+// and forgets it: "" when there is none, or when the notification may be
+// older than the waiter's last read (see wakeAll).
+func (w *Waiter) Take() string {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	p := w.last
+	w.last = ""
+	return p
+}
+
+// New returns a Notifier on rdb's connections. Once closed, its Subscribe
+// and Listen return closed (the cache's own ErrClosed), and so does a
+// subscription that Close interrupted.
+func New(rdb redis.UniversalClient, closed error) *Notifier {
+	cc, _ := rdb.(*redis.ClusterClient)
+	life, end := context.WithCancel(context.Background())
+	return &Notifier{
+		rdb: rdb, cluster: cc,
+		conns: make(map[string]*psConn), chans: make(map[string]*channelState),
+		lost: make(map[string]struct{}), kick: make(chan struct{}, 1),
+		closedErr: closed, life: life, end: end,
+	}
+}
+
+// Sharded reports whether per-key channels use SSUBSCRIBE (and so must be
+// announced with SPUBLISH): the client is a Cluster client.
+func (n *Notifier) Sharded() bool { return n.cluster != nil }
+
+// Subscribe registers a waiter on a per-key channel and waits, bounded by
+// ctx, until Redis confirmed the subscription. On error the waiter is still
+// registered (it may yet be woken) and must be closed; callers fall back to
+// polling.
+func (n *Notifier) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
+	return n.join(ctx, channel, n.Sharded())
+}
+
+func (n *Notifier) join(ctx context.Context, channel string, sharded bool) (*Waiter, error) {
+	w := &Waiter{n: n, channel: channel, C: make(chan struct{}, 1)}
+	var node *redis.Client
+	var lookupErr error
+	if sharded {
+		node, lookupErr = n.cluster.MasterForKey(ctx, channel)
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return w, n.closedErr
+	}
+	st := n.chans[channel]
+	if st == nil {
+		st = &channelState{waiters: make(map[*Waiter]struct{})}
+		n.chans[channel] = st
+	}
+	st.waiters[w] = struct{}{}
+	op := st.lastSub
+	switch {
+	case op != nil && !op.settled() && !op.sent:
+		// Subscribing, its barrier still queued: its answer opens this
+		// waiter too.
+	case op != nil:
+		// Subscribed already (or subscribing, its barrier sent):
+		// notifications published before this waiter's re-read may still
+		// be on their way. A PING on the connection is answered after
+		// them: the waiter hears only what follows it.
+		op = n.barrierLocked(st.conn)
+	case lookupErr != nil:
+		n.loseLocked(channel, st)
+		op = newSubOp()
+		op.settle(lookupErr) // never opens: the waiter re-reads and polls
+	default:
+		op = n.sendLocked(channel, st, node)
+	}
+	w.gate = op
+	n.mu.Unlock()
+	// The commands go out on the connection's sender (outbox.go), never
+	// under n.mu: a connection's first command dials and handshakes, which
+	// against a Redis that does not answer lasts go-redis' own timeouts.
+	select {
+	case <-op.ready:
+		return w, op.err
+	case <-ctx.Done():
+		return w, context.Cause(ctx)
+	}
+}
+
+// Listen subscribes to a plain channel for good and calls fn with every
+// message's payload, on the receiving goroutine. It waits, bounded by ctx,
+// for Redis to confirm. The L1 invalidation channel is plain even on a
+// Cluster: one PUBLISH reaches every node's subscribers.
+func (n *Notifier) Listen(ctx context.Context, channel string, fn func(payload string)) error {
+	n.mu.Lock()
+	if n.handlers == nil {
+		n.handlers = make(map[string]func(string))
+	}
+	n.handlers[channel] = fn
+	n.mu.Unlock()
+	_, err := n.join(ctx, channel, false) // a waiter that is never closed
+	return err
+}
+
+// Close ends w's registration: the channel is unsubscribed once it has no
+// waiters left.
+func (w *Waiter) Close() {
+	n := w.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.chans[w.channel]
+	if st == nil {
+		return
+	}
+	delete(st.waiters, w)
+	if len(st.waiters) > 0 {
+		return
+	}
+	delete(n.lost, w.channel)
+	if st.lastSub != nil && !n.closed {
+		st.lastSub = nil
+		st.unsubs++
+		n.enqueueLocked(st.conn, sendReq{kind: sendUnsubscribe, name: w.channel})
+	}
+	n.tidyLocked(w.channel, st)
+}
+
+// Subscriptions returns the number of channels with state: those with
+// waiters, and those whose unsubscribe Redis has not confirmed yet. The
+// cache's tests read it to see that subscriptions are released.
+func (n *Notifier) Subscriptions() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.chans)
+}
+
+// Close stops the receivers, the senders and the resubscriber, frees every
+// waiter and closes the connections. It waits at most closeGrace for those
+// caught in a handshake with a Redis that does not answer.
+func (n *Notifier) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.end()
+	for _, c := range n.conns {
+		c.releaseBarriersLocked(n.closedErr) // a sender drops its outbox once it sees closed
+		n.closeConn(c)
+	}
+	for _, st := range n.chans {
+		st.release(n.closedErr)
+	}
+	n.mu.Unlock()
+	n.bg.Wait()
+	_ = waitAtMost(&n.wire, closeGrace)
+	return nil
+}
+
+// waitAtMost waits for wg, at most d, and reports whether wg finished.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
