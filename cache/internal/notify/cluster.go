@@ -7,6 +7,10 @@ import (
 	"github.com/stampede-go/stampede/cache/internal/retry"
 )
 
+// Sharded channels on a Redis Cluster: a connection that broke, or a slot
+// that moved away, hands its channels to the resubscriber, which subscribes
+// each again on the master that owns it now.
+
 // dropLocked closes a sharded connection and hands its channels to the
 // resubscriber; call with n.mu held.
 func (n *Notifier) dropLocked(c *psConn) {

@@ -9,6 +9,9 @@ import (
 	"github.com/stampede-go/stampede/cache/internal/retry"
 )
 
+// A pub/sub connection: making it on first use, its receiver, and what a
+// confirmation, a notification or a break received on it does.
+
 // psConn is one pub/sub connection: the plain one, or a master's sharded one.
 type psConn struct {
 	addr string // the master's address; "" for the plain connection

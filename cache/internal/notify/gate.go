@@ -7,6 +7,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The gates: each channel's state (its connection, its waiters, the
+// commands in flight on it) and the barrier PINGs whose answers open a
+// waiter to notifications, so that a waiter takes only a notification
+// published after its own subscription took effect.
+
+// channelState is what the notifier knows of one channel.
 type channelState struct {
 	// conn carries the channel's subscription; nil while it has none.
 	conn    *psConn
