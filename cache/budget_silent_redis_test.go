@@ -270,7 +270,10 @@ func TestWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
 			// deadline finishes the step it is in, within one budget (5 s
 			// here), then answers. Within the guarantee (one budget per
 			// step), but with a large budget a caller outlives Close by it.
-			nd, ok := tryWithin(noDeadline, 5*time.Second+perCallBound)
+			// What is checked is one budget, not two: half a budget of slack
+			// tells them apart and leaves room for a loaded machine, where
+			// the step's timer fires late.
+			nd, ok := tryWithin(noDeadline, 5*time.Second+5*time.Second/2)
 			if !ok {
 				t.Errorf("a waiter without deadline still waits one budget after Close returned")
 				p.SetPartition(false)
