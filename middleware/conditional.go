@@ -23,14 +23,18 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, resp Response, s
 	for k, v := range resp.Header {
 		hdr[k] = v
 	}
-	hdr.Set("Age", strconv.FormatInt(int64((ageValue(resp.Header)+resident)/time.Second), 10))
+	age := ageValue(resp.Header) + resident
+	if resident == 0 {
+		// Just received (a miss, or a response not stored): its corrected
+		// initial age, never the origin's Age rewritten.
+		age = currentAge(resp.Header, time.Now())
+	}
+	hdr.Set("Age", strconv.FormatInt(int64(age/time.Second), 10))
 	hdr.Set(h.opts.StatusHeader, status)
 	if resp.Status == http.StatusOK && conditionalRequest(r) {
 		var modified time.Time
-		if lm := resp.Header.Get("Last-Modified"); lm != "" {
-			if t, err := http.ParseTime(lm); err == nil {
-				modified = t
-			}
+		if t, ok := headerDate(resp.Header, "Last-Modified"); ok {
+			modified = t
 		}
 		http.ServeContent(w, r, "", modified, bytes.NewReader(resp.Body))
 		return

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -104,8 +103,8 @@ func freshnessLifetime(d directives, h http.Header, now time.Time) (lifetime tim
 	case d.maxAge >= 0:
 		return d.maxAge, true
 	case len(expires) == 1:
-		t, err := http.ParseTime(expires[0])
-		if err != nil {
+		t, ok := parseHTTPDate(expires[0])
+		if !ok {
 			return 0, true
 		}
 		return max(t.Sub(responseDate(h, now)), 0), true
@@ -117,7 +116,7 @@ func freshnessLifetime(d directives, h http.Header, now time.Time) (lifetime tim
 
 // responseDate is the response's Date, or now when it has no valid one.
 func responseDate(h http.Header, now time.Time) time.Time {
-	if t, err := http.ParseTime(h.Get("Date")); err == nil {
+	if t, ok := headerDate(h, "Date"); ok {
 		return t
 	}
 	return now
@@ -129,11 +128,6 @@ func responseDate(h http.Header, now time.Time) time.Time {
 func currentAge(h http.Header, now time.Time) time.Duration {
 	apparent := max(now.Sub(responseDate(h, now)), 0)
 	return max(apparent, ageValue(h))
-}
-
-// ageValue is the response's Age header; 0 when absent or invalid.
-func ageValue(h http.Header) time.Duration {
-	return max(seconds(strings.TrimSpace(h.Get("Age"))), 0)
 }
 
 // prepareForStorage sets what a stored response carries besides the
