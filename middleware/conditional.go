@@ -62,10 +62,7 @@ func conditionalRequest(r *http.Request) bool {
 // gave it (not an ETag the middleware made up); validating is false, and
 // d returned, when it has none.
 func conditional(d *http.Request, stored Response) (c *http.Request, validating bool) {
-	etag, lastModified := stored.Header.Get("ETag"), stored.Header.Get("Last-Modified")
-	if etag == contentETag(stored.Body) {
-		etag = ""
-	}
+	etag, lastModified := validators(stored)
 	if etag == "" && lastModified == "" {
 		return d, false
 	}
@@ -77,4 +74,14 @@ func conditional(d *http.Request, stored Response) (c *http.Request, validating 
 		c.Header.Set("If-Modified-Since", lastModified)
 	}
 	return c, true
+}
+
+// validators returns the stored response's validators of the handler's
+// own: its ETag unless the middleware made it, and its Last-Modified.
+func validators(stored Response) (etag, lastModified string) {
+	etag, lastModified = stored.Header.Get("ETag"), stored.Header.Get("Last-Modified")
+	if etag != "" && etag == contentETag(stored.Body) {
+		etag = ""
+	}
+	return etag, lastModified
 }

@@ -1,0 +1,133 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/stampede-go/stampede/cache"
+)
+
+// Revalidation on the request path. A stored response is kept past its
+// freshness (the keep window below, as the entry's stale-if-error window
+// in the cache), so that the compute that replaces it — on the request path
+// through the same single flight and fleet lease as any compute, or in the
+// background — can send its validators (If-None-Match, If-Modified-Since)
+// and turn a 304 into the stored response with updated headers (RFC 9111
+// §4.3). Whether the kept response may answer when the handler fails is
+// decided here, not by the keep window: only inside the response's own
+// stale windows (the route's, for an application cache), or, for a
+// standards cache (DeclaredFreshnessOnly), when the origin could not be
+// reached and the response does not forbid it (RFC 9111 §4.2.4).
+
+// minKeep and maxKeep bound how long a stale response is kept: its
+// freshness lifetime, at least a minute and at most a day.
+const (
+	minKeep = time.Minute
+	maxKeep = 24 * time.Hour
+)
+
+// keepFor returns how long past freshness the stored response resp (fresh
+// for fresh) is kept to be revalidated or to answer for an unreachable
+// origin; 0 when it would be of no use: an application cache keeps only
+// responses with validators of the handler's own.
+func (o *Options) keepFor(resp Response, fresh time.Duration) time.Duration {
+	if !o.DeclaredFreshnessOnly {
+		if etag, lastModified := validators(resp); etag == "" && lastModified == "" {
+			return 0
+		}
+	}
+	return min(max(fresh, minKeep), maxKeep)
+}
+
+// previous returns the entry the fetch's compute replaces, if the cache
+// still keeps it: from the cache's read (cache.Previous), or, for a
+// background refresh, with a read of its own.
+func (f *fetch) previous(ctx context.Context, background bool) *Response {
+	if v, ok := cache.Previous[Response](ctx, f.key); ok {
+		return &v
+	}
+	if !background {
+		return nil
+	}
+	v, found, err := f.h.c.Get(ctx, f.key)
+	if err != nil || !found {
+		return nil
+	}
+	return &v
+}
+
+// noStandIn wraps a failure for which the kept response may not answer:
+// it matches cache.ErrUncacheable, which no stale value stands in for.
+type noStandIn struct{ err error }
+
+func (e *noStandIn) Error() string        { return e.err.Error() }
+func (e *noStandIn) Unwrap() error        { return e.err }
+func (e *noStandIn) Is(target error) bool { return target == cache.ErrUncacheable }
+
+// failed returns err, the failure of a handler run that replaced prev at
+// now, wrapped so that prev does not answer for it unless it may:
+// unreachable says the origin could not be reached (a 502 or 504 from the
+// handler, or no answer before the compute's deadline).
+func (h *handler) failed(prev *Response, err error, unreachable bool, now time.Time) error {
+	if prev == nil || len(prev.VaryOn) > 0 || prev.StoredAt == 0 || h.mayStandIn(*prev, unreachable, now) {
+		// No response kept, a marker (its variants decide for
+		// themselves), or one stored before StoredAt existed: the cache's
+		// windows decide, as they always did.
+		return err
+	}
+	return &noStandIn{err: err}
+}
+
+// mayStandIn reports whether the stored response prev may answer at now
+// for a handler run that failed.
+func (h *handler) mayStandIn(prev Response, unreachable bool, now time.Time) bool {
+	d := h.opts.directives(prev.Header)
+	if d.mustRevalidate || d.proxyRevalidate || d.noCache {
+		return false // §5.2.2.2, §5.2.2.8: never stale, not even on error
+	}
+	// Its windows as they were when it was stored: its lifetime less the
+	// Age it was stored with.
+	storedAt := time.Unix(0, prev.StoredAt)
+	p := h.c.Policy()
+	lifetime, declared := freshnessLifetime(d, prev.Header, storedAt)
+	switch {
+	case declared:
+	case h.opts.TTL > 0:
+		lifetime = h.opts.TTL
+	default:
+		lifetime = p.TTL
+	}
+	fresh := lifetime - ageValue(prev.Header)
+	staleFor, staleIfError := h.opts.staleWindows(d)
+	if staleFor < 0 {
+		staleFor = p.Stale
+	}
+	if staleIfError < 0 {
+		staleIfError = p.StaleIfError
+	}
+	if !now.After(storedAt.Add(fresh + max(staleFor, staleIfError))) {
+		return true // inside its own stale windows
+	}
+	// A standards cache that cannot reach the origin may answer stale
+	// unless the response forbids it; s-maxage implies proxy-revalidate
+	// (§5.2.2.10).
+	return unreachable && h.opts.DeclaredFreshnessOnly && d.sMaxAge < 0
+}
+
+// unreachableStatus reports whether a handler's status says the origin
+// behind it could not be reached (a reverse proxy's answer when the
+// connection failed or timed out).
+func unreachableStatus(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusGatewayTimeout
+}
+
+// runFailed reports whether a handler run's error says the origin could
+// not be reached: a deadline or a cancellation, not a panic or a response
+// that is not stored.
+func runFailed(err error) bool {
+	var hp *handlerPanic
+	var ns *notStored
+	return !errors.As(err, &hp) && !errors.As(err, &ns)
+}
