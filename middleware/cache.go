@@ -247,6 +247,12 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 		live = f.live
 	}
 	prev := f.previous(ctx, live == nil)
+	if prev != nil && len(prev.VaryOn) > 0 {
+		// An expired marker holds no content, only where the variants
+		// are: re-armed, it leads the request to its variant, which
+		// revalidates itself with its own validators.
+		return *prev, nil
+	}
 	req, validating := f.tmpl.get(), false
 	if prev != nil {
 		req, validating = conditional(req, *prev)

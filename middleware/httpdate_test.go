@@ -101,12 +101,13 @@ func TestAgeIsTheFirstMemberAndInvalidIsIgnored(t *testing.T) {
 	}
 }
 
-// FuzzFreshnessParsers: the HTTP-date, Age and Cache-Control parsers never
-// panic, a date they accept is what its own IMF-fixdate form reads back as,
-// and an Age is never negative.
+// FuzzFreshnessParsers: the HTTP-date, Age, Cache-Control and targeted
+// (CDN-Cache-Control) parsers never panic, a date they accept is what its
+// own IMF-fixdate form reads back as, and an Age is never negative.
 func FuzzFreshnessParsers(f *testing.F) {
 	for _, s := range []string{"Thu, 18 Aug 2050 02:01:18 GMT", "Thursday, 18-Aug-50 02:01:18 GMT",
-		"Thu Aug  8 02:01:18 2050", "Thu, 18  Aug  2050 2:01:18 gmt", "7200, 0", "max-age=3600, s-maxage=x", "-1", ""} {
+		"Thu Aug  8 02:01:18 2050", "Thu, 18  Aug  2050 2:01:18 gmt", "7200, 0", "max-age=3600, s-maxage=x", "-1", "",
+		`max-age=10, x=("a" 1.5);p=:aGk=:, y=?0`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -118,6 +119,9 @@ func FuzzFreshnessParsers(f *testing.F) {
 		}
 		if a := ageValue(http.Header{"Age": {s}}); a < 0 {
 			t.Fatalf("Age %q = %v", s, a)
+		}
+		if d, ok := parseTargeted(s); ok && (d.maxAge < -1 || d.maxAge > maxDeltaSeconds*time.Second) {
+			t.Fatalf("targeted %q: max-age %v", s, d.maxAge)
 		}
 		h := http.Header{"Cache-Control": {s}, "Expires": {s}, "Date": {s}}
 		if l, _ := freshnessLifetime(parseCacheControl(h), h, time.Now()); l < 0 {
