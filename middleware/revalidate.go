@@ -33,12 +33,19 @@ const (
 // origin; 0 when it would be of no use: an application cache keeps only
 // responses with validators of the handler's own.
 func (o *Options) keepFor(resp Response, fresh time.Duration) time.Duration {
-	if !o.DeclaredFreshnessOnly {
-		if etag, lastModified := validators(resp); etag == "" && lastModified == "" {
-			return 0
-		}
+	if !o.kept(resp) {
+		return 0
 	}
 	return min(max(fresh, minKeep), maxKeep)
+}
+
+// kept reports whether resp is kept past its windows (see keepFor).
+func (o *Options) kept(resp Response) bool {
+	if o.DeclaredFreshnessOnly {
+		return true
+	}
+	etag, lastModified := validators(resp)
+	return etag != "" || lastModified != ""
 }
 
 // previous returns the entry the fetch's compute replaces, if the cache
@@ -71,10 +78,11 @@ func (e *noStandIn) Is(target error) bool { return target == cache.ErrUncacheabl
 // unreachable says the origin could not be reached (a 502 or 504 from the
 // handler, or no answer before the compute's deadline).
 func (h *handler) failed(prev *Response, err error, unreachable bool, now time.Time) error {
-	if prev == nil || len(prev.VaryOn) > 0 || prev.StoredAt == 0 || h.mayStandIn(*prev, unreachable, now) {
+	if prev == nil || len(prev.VaryOn) > 0 || prev.StoredAt == 0 || !h.opts.kept(*prev) || h.mayStandIn(*prev, unreachable, now) {
 		// No response kept, a marker (its variants decide for
-		// themselves), or one stored before StoredAt existed: the cache's
-		// windows decide, as they always did.
+		// themselves), one stored before StoredAt existed, or one not
+		// kept past its windows: the cache's windows are its own and
+		// decide, as they always did.
 		return err
 	}
 	return &noStandIn{err: err}
@@ -100,6 +108,7 @@ func (h *handler) mayStandIn(prev Response, unreachable bool, now time.Time) boo
 		lifetime = p.TTL
 	}
 	fresh := lifetime - ageValue(prev.Header)
+	fresh += time.Duration(float64(fresh) * p.Jitter) // the cache may have kept it fresh that much longer
 	staleFor, staleIfError := h.opts.staleWindows(d)
 	if staleFor < 0 {
 		staleFor = p.Stale
