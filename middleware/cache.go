@@ -250,7 +250,9 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 	if prev != nil && len(prev.VaryOn) > 0 {
 		// An expired marker holds no content, only where the variants
 		// are: re-armed, it leads the request to its variant, which
-		// revalidates itself with its own validators.
+		// revalidates itself with its own validators. It stays kept as
+		// long as a response would.
+		cache.SetStale(ctx, -1, max(f.h.c.Policy().StaleIfError, minKeep))
 		return *prev, nil
 	}
 	req, validating := f.tmpl.get(), false
