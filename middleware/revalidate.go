@@ -95,8 +95,8 @@ func (h *handler) mayStandIn(prev Response, unreachable bool, now time.Time) boo
 	if d.mustRevalidate || d.proxyRevalidate || d.noCache {
 		return false // §5.2.2.2, §5.2.2.8: never stale, not even on error
 	}
-	// Its windows as they were when it was stored: its lifetime less the
-	// Age it was stored with.
+	// Its windows as they were when it was stored: its lifetime less its
+	// current age then, as store computed them.
 	storedAt := time.Unix(0, prev.StoredAt)
 	p := h.c.Policy()
 	lifetime, declared := freshnessLifetime(d, prev.Header, storedAt)
@@ -107,7 +107,7 @@ func (h *handler) mayStandIn(prev Response, unreachable bool, now time.Time) boo
 	default:
 		lifetime = p.TTL
 	}
-	fresh := lifetime - ageValue(prev.Header)
+	fresh := lifetime - currentAge(prev.Header, storedAt)
 	fresh += time.Duration(float64(fresh) * p.Jitter) // the cache may have kept it fresh that much longer
 	staleFor, staleIfError := h.opts.staleWindows(d)
 	if staleFor < 0 {

@@ -2,7 +2,12 @@ package middleware_test
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,16 +47,17 @@ func (v *validating) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, "the full body")
 }
 
-// expired sends requests for url until one is not a HIT (the route's 1 ms
-// TTL has passed) and returns it.
-func expired(t *testing.T, url string, hdr map[string]string) reply {
+// expired sends requests for u until one is not a HIT (the response's
+// lifetime has passed) and returns it.
+func expired(t *testing.T, u string, hdr map[string]string) reply {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := get(t, url, hdr)
+		r := get(t, u, hdr)
 		if r.header.Get("X-Cache") != "HIT" || time.Now().After(deadline) {
 			return r
 		}
+		time.Sleep(time.Millisecond) // pacing while the clock runs out, not synchronisation
 	}
 }
 
@@ -133,6 +139,39 @@ func TestMustRevalidateIsNeverAnsweredStale(t *testing.T) {
 			stale := r.status == http.StatusOK && r.body == "good" && r.header.Get("X-Cache") == "STALE"
 			if want := cc == "stale-if-error=3600"; stale != want || !stale && r.status != http.StatusBadGateway {
 				t.Fatalf("%d %q %s; want stale %v", r.status, r.body, r.header.Get("X-Cache"), want)
+			}
+		})
+	}
+}
+
+// A standards cache (DeclaredFreshnessOnly) in front of a reverse proxy
+// whose origin went away answers with the stale response instead of the
+// proxy's 502 (RFC 9111 §4.2.4), unless the response forbids it.
+func TestUnreachableOriginAnswersStale(t *testing.T) {
+	for _, tc := range []struct {
+		cc    string
+		stale bool
+	}{
+		{"max-age=1", true},
+		{"max-age=1, must-revalidate", false},
+		{"s-maxage=1", false},
+	} {
+		t.Run(tc.cc, func(t *testing.T) {
+			origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Cache-Control", tc.cc)
+				fmt.Fprint(w, "from the origin")
+			}))
+			target, _ := url.Parse(origin.URL)
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			proxy.ErrorLog = log.New(io.Discard, "", 0)
+			srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{DeclaredFreshnessOnly: true}, proxy)
+			if r := get(t, srv.URL+"/p", nil); r.body != "from the origin" {
+				t.Fatalf("first: %d %q", r.status, r.body)
+			}
+			origin.Close()
+			r := expired(t, srv.URL+"/p", nil) // a second, as the response said
+			if got := r.status == http.StatusOK && r.body == "from the origin" && r.header.Get("X-Cache") == "STALE"; got != tc.stale || !got && r.status != http.StatusBadGateway {
+				t.Fatalf("%d %q %s; want stale %v", r.status, r.body, r.header.Get("X-Cache"), tc.stale)
 			}
 		})
 	}
