@@ -131,6 +131,11 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced,
 			status = StatusDegraded
 		}
 		h.write(w, r, own.resp, status, 0)
+	case err == nil && errors.Is(res.Err, cache.ErrSoftTimeout) && !h.staleAllowed(res.Value, true, time.Now()):
+		// The cache answered with the kept response because the run is
+		// slower than its SoftTimeout; this response may not be served
+		// stale (RFC 9111 §4.2.4, §5.2.2.2: 504 is the answer).
+		http.Error(w, http.StatusText(http.StatusGatewayTimeout), http.StatusGatewayTimeout)
 	case err == nil:
 		h.write(w, r, res.Value, statusOf(res.Outcome), res.Age)
 	case errors.As(err, &ns) && ns.shared != nil:

@@ -78,14 +78,19 @@ func (e *noStandIn) Is(target error) bool { return target == cache.ErrUncacheabl
 // unreachable says the origin could not be reached (a 502 or 504 from the
 // handler, or no answer before the compute's deadline).
 func (h *handler) failed(prev *Response, err error, unreachable bool, now time.Time) error {
-	if prev == nil || len(prev.VaryOn) > 0 || prev.StoredAt == 0 || !h.opts.kept(*prev) || h.mayStandIn(*prev, unreachable, now) {
-		// No response kept, a marker (its variants decide for
-		// themselves), one stored before StoredAt existed, or one not
-		// kept past its windows: the cache's windows are its own and
-		// decide, as they always did.
+	if prev == nil || h.staleAllowed(*prev, unreachable, now) {
 		return err
 	}
 	return &noStandIn{err: err}
+}
+
+// staleAllowed reports whether the kept response prev may answer at now
+// for a run that failed (or, unreachable, did not answer in time).
+func (h *handler) staleAllowed(prev Response, unreachable bool, now time.Time) bool {
+	// A marker (its variants decide for themselves), a response stored
+	// before StoredAt existed, or one not kept past its windows: the
+	// cache's windows are its own and decide, as they always did.
+	return len(prev.VaryOn) > 0 || prev.StoredAt == 0 || !h.opts.kept(prev) || h.mayStandIn(prev, unreachable, now)
 }
 
 // mayStandIn reports whether the stored response prev may answer at now

@@ -176,3 +176,31 @@ func TestUnreachableOriginAnswersStale(t *testing.T) {
 		})
 	}
 }
+
+// A revalidation slower than the cache's SoftTimeout is answered by the
+// kept response only where a stale answer is allowed: with must-revalidate
+// the answer is 504 (RFC 9111 §5.2.2.2), without it the stale response.
+func TestSoftTimeoutNeverAnswersMustRevalidateStale(t *testing.T) {
+	for _, cc := range []string{"must-revalidate", "stale-if-error=3600"} {
+		t.Run(cc, func(t *testing.T) {
+			release := make(chan struct{})
+			h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+				if r.Header.Get("If-None-Match") != "" {
+					parked(release) // the revalidation outlasts SoftTimeout
+				}
+				w.Header().Set("Cache-Control", cc)
+				w.Header().Set("ETag", `"v1"`)
+				fmt.Fprint(w, "good")
+			}}
+			t.Cleanup(func() { close(release) })
+			c := newResponses(t, redistest.Client(t), cache.Options{SoftTimeout: 20 * time.Millisecond})
+			srv := serve(t, c, middleware.Options{TTL: time.Millisecond}, h)
+			get(t, srv.URL+"/s", nil)
+			r := expired(t, srv.URL+"/s", nil)
+			stale := r.status == http.StatusOK && r.body == "good" && r.header.Get("X-Cache") == "STALE"
+			if want := cc != "must-revalidate"; stale != want || !stale && r.status != http.StatusGatewayTimeout {
+				t.Fatalf("%d %q %s; want stale %v", r.status, r.body, r.header.Get("X-Cache"), want)
+			}
+		})
+	}
+}
