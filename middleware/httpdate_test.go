@@ -62,6 +62,7 @@ func TestInvalidExpiresMeansExpired(t *testing.T) {
 		{"one-digit hour", []string{"Thu, 18 Aug 2050 2:01:18 GMT"}, 0},
 		{"two lines", []string{"Thu, 18 Aug 2050 02:01:18 GMT", "Thu, 18 Aug 2050 02:01:19 GMT"}, 0},
 		{"zero", []string{"0"}, 0},
+		{"far future: saturated at 2^31 s", []string{"Sun, 21 Nov 2286 04:46:39 GMT"}, maxDeltaSeconds * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{"Date": {date}, "Expires": tc.expires}

@@ -135,7 +135,9 @@ func freshnessLifetime(d directives, h http.Header, now time.Time) (lifetime tim
 		if !ok {
 			return 0, true
 		}
-		return max(t.Sub(responseDate(h, now)), 0), true
+		// Saturated like a delta-seconds lifetime (§1.2.2): past 2^31 s
+		// a deadline reaches beyond what a time.Time counts in nanoseconds.
+		return min(max(t.Sub(responseDate(h, now)), 0), maxDeltaSeconds*time.Second), true
 	case len(expires) > 1:
 		return 0, true
 	}
