@@ -31,10 +31,12 @@
 //     Cache-Control when it parses.
 //   - The shared handler run is a plain GET; each request's 304, 206 or 412
 //     is derived from the full response. A strong ETag is added when the
-//     handler set none. A response with the handler's own validators is
-//     kept past its windows, and the run that replaces it (on the request
-//     path, shared fleet-wide like any run, or a background refresh) sends
-//     them: a 304 answers with the stored body and the 304's headers.
+//     handler set none. While the cache keeps a response with the
+//     handler's own validators (its stale windows; past them with
+//     DeclaredFreshnessOnly or must-revalidate), the run that replaces it
+//     (on the request path, shared fleet-wide like any run, or a background
+//     refresh) sends them: a 304 answers with the stored body and the
+//     304's headers.
 //   - Every response carries Age and a status header (X-Cache: HIT, MISS,
 //     STALE, SHARED, WAITED, DEGRADED or BYPASS).
 //   - The handler runs on a copy of the request, routing state included

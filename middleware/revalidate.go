@@ -28,10 +28,9 @@ const (
 	maxKeep = 24 * time.Hour
 )
 
-// keepFor returns how long past freshness the stored response resp (fresh
-// for fresh) is kept to be revalidated or to answer for an unreachable
-// origin; 0 when it would be of no use: an application cache keeps only
-// responses with validators of the handler's own.
+// keepFor returns how long past its windows the stored response resp
+// (fresh for fresh) is kept to be revalidated or to answer for an
+// unreachable origin; 0 when it is not kept (see kept).
 func (o *Options) keepFor(resp Response, fresh time.Duration) time.Duration {
 	if !o.kept(resp) {
 		return 0
@@ -39,13 +38,23 @@ func (o *Options) keepFor(resp Response, fresh time.Duration) time.Duration {
 	return min(max(fresh, minKeep), maxKeep)
 }
 
-// kept reports whether resp is kept past its windows (see keepFor).
+// kept reports whether resp is kept past its windows (see keepFor): with
+// DeclaredFreshnessOnly every response, for revalidation and for an
+// unreachable origin; in an application cache only a response with
+// validators of the handler's own that may never be served stale
+// (must-revalidate, proxy-revalidate, s-maxage). The others are
+// revalidated while the route's or the cache's Stale and StaleIfError
+// windows keep them, and past those windows nothing answers stale for
+// them, not even the cache's SoftTimeout.
 func (o *Options) kept(resp Response) bool {
 	if o.DeclaredFreshnessOnly {
 		return true
 	}
-	etag, lastModified := validators(resp)
-	return etag != "" || lastModified != ""
+	if etag, lastModified := validators(resp); etag == "" && lastModified == "" {
+		return false
+	}
+	d := o.directives(resp.Header)
+	return d.mustRevalidate || d.proxyRevalidate || d.sMaxAge >= 0
 }
 
 // previous returns the entry the fetch's compute replaces, if the cache

@@ -73,7 +73,9 @@ func TestExpiredEntryRevalidatedOnTheRequestPath(t *testing.T) {
 			// The cache's TTL of 1 ms expires the Vary marker too: it is
 			// re-armed, not recomputed by an unconditional run.
 			c := newResponses(t, redistest.Client(t), cache.Options{TTL: time.Millisecond})
-			srv := serve(t, c, middleware.Options{TTL: time.Millisecond}, h)
+			// Kept for its StaleIfError window (not served stale: the
+			// handler answers).
+			srv := serve(t, c, middleware.Options{TTL: time.Millisecond, StaleIfError: time.Hour}, h)
 			hdr := map[string]string{}
 			if vary != "" {
 				hdr[vary] = "123"
@@ -101,7 +103,7 @@ func TestExpiredEntryRevalidatedOnTheRequestPath(t *testing.T) {
 func TestRevalidationIsSharedByConcurrentRequests(t *testing.T) {
 	h := &validating{release: make(chan struct{})} // the 304 waits until every client waits
 	c := newResponses(t, redistest.Client(t), cache.Options{})
-	srv := serve(t, c, middleware.Options{TTL: time.Millisecond}, h)
+	srv := serve(t, c, middleware.Options{TTL: time.Millisecond, StaleIfError: time.Hour}, h)
 	get(t, srv.URL+"/doc", nil)
 	// Stored before the answer left: fresh for one millisecond from then.
 	for start := time.Now(); time.Since(start) < 5*time.Millisecond; {
@@ -123,8 +125,10 @@ func TestMustRevalidateIsNeverAnsweredStale(t *testing.T) {
 	for _, cc := range []string{"must-revalidate, stale-if-error=3600", "stale-if-error=3600"} {
 		t.Run(cc, func(t *testing.T) {
 			var fail atomic.Bool
+			var sawINM atomic.Value
 			h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
 				if fail.Load() {
+					sawINM.Store(r.Header.Get("If-None-Match"))
 					http.Error(w, "down", http.StatusBadGateway)
 					return
 				}
@@ -139,6 +143,9 @@ func TestMustRevalidateIsNeverAnsweredStale(t *testing.T) {
 			stale := r.status == http.StatusOK && r.body == "good" && r.header.Get("X-Cache") == "STALE"
 			if want := cc == "stale-if-error=3600"; stale != want || !stale && r.status != http.StatusBadGateway {
 				t.Fatalf("%d %q %s; want stale %v", r.status, r.body, r.header.Get("X-Cache"), want)
+			}
+			if inm := sawINM.Load(); inm != `"v1"` {
+				t.Fatalf("the run after expiry carried If-None-Match %v, want the stored ETag", inm)
 			}
 		})
 	}
