@@ -46,6 +46,7 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:8001", "where the cache listens (loopback)")
 	mode := flag.String("mode", "rfc", "rfc: DeclaredFreshnessOnly, a standards shared cache; app: an application cache with a 1 ms default TTL")
 	local := flag.Bool("local", false, "a process-local cache, no Redis")
+	staleIfError := flag.Duration("stale-if-error", 0, "the route's StaleIfError (mode app): how long an expired response is kept, and revalidated on the request path")
 	verbose := flag.Bool("v", false, "log what is not stored")
 	flag.Parse()
 
@@ -85,7 +86,7 @@ func run() error {
 	}
 	defer responses.Close()
 
-	opts := middleware.Options{}
+	opts := middleware.Options{StaleIfError: *staleIfError}
 	switch *mode {
 	case "rfc":
 		opts.DeclaredFreshnessOnly = true
