@@ -9,17 +9,19 @@ import (
 	"github.com/stampede-go/stampede/cache"
 )
 
-// Revalidation on the request path. A stored response is kept past its
-// freshness (the keep window below, as the entry's stale-if-error window
-// in the cache), so that the compute that replaces it — on the request path
-// through the same single flight and fleet lease as any compute, or in the
-// background — can send its validators (If-None-Match, If-Modified-Since)
-// and turn a 304 into the stored response with updated headers (RFC 9111
-// §4.3). Whether the kept response may answer when the handler fails is
-// decided here, not by the keep window: only inside the response's own
-// stale windows (the route's, for an application cache), or, for a
-// standards cache (DeclaredFreshnessOnly), when the origin could not be
-// reached and the response does not forbid it (RFC 9111 §4.2.4).
+// Revalidation on the request path. While the cache keeps a stored
+// response (its stale windows, and for some responses the keep window
+// below, given to the cache as the entry's stale-if-error window), the
+// compute that replaces it — on the request path through the same single
+// flight and fleet lease as any compute, or in the background — sends its
+// validators (If-None-Match, If-Modified-Since) and turns a 304 into the
+// stored response with updated headers (RFC 9111 §4.3). Whether a response
+// kept past its windows may answer when the handler fails (or is slower
+// than the cache's SoftTimeout) is decided here, not by the keep window:
+// only inside the response's own stale windows (the route's, for an
+// application cache), or, for a standards cache (DeclaredFreshnessOnly),
+// when the origin could not be reached and the response does not forbid it
+// (RFC 9111 §4.2.4).
 
 // minKeep and maxKeep bound how long a stale response is kept: its
 // freshness lifetime, at least a minute and at most a day.
