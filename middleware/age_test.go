@@ -3,6 +3,7 @@ package middleware
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -43,6 +44,40 @@ func TestAgeCountsTheTimeStored(t *testing.T) {
 			if w.Code != tc.status || w.Header().Get("Age") != tc.wantAge || w.Body.String() != tc.wantBody {
 				t.Fatalf("%d, Age %q, body %q; want %d, Age %q, body %q",
 					w.Code, w.Header().Get("Age"), w.Body.String(), tc.status, tc.wantAge, tc.wantBody)
+			}
+		})
+	}
+}
+
+// A response answered from its own handler run (a miss, stored or not)
+// carries its corrected initial age (RFC 9111 §4.2.3): the first member of
+// the origin's Age, or now minus its Date, whichever is larger; never the
+// origin's Age rewritten to 0.
+func TestMissCarriesItsCorrectedAge(t *testing.T) {
+	opts := Options{}
+	opts.setDefaults()
+	h := &handler{opts: opts}
+	date := time.Now().Add(-100 * time.Second).UTC().Format(http.TimeFormat)
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		min    int
+		max    int
+	}{
+		{"a list: its first member", http.Header{"Age": {"7200, 0"}}, 7200, 7200},
+		{"two lines: the first", http.Header{"Age": {"7200", "0"}}, 7200, 7200},
+		{"invalid, no Date", http.Header{"Age": {"abc"}}, 0, 0},
+		{"Date 100 s ago", http.Header{"Date": {date}}, 100, 102},
+		{"Age over Date", http.Header{"Date": {date}, "Age": {"500"}}, 500, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "http://reports.example/r", nil)
+			w := httptest.NewRecorder()
+			own := &produced{resp: Response{Status: http.StatusOK, Header: tc.header, Body: []byte("body")}}
+			h.respond(w, r, own, cache.Result[Response]{Outcome: cache.Miss}, nil)
+			age, err := strconv.Atoi(w.Header().Get("Age"))
+			if err != nil || age < tc.min || age > tc.max {
+				t.Fatalf("Age %q, want [%d, %d]", w.Header().Get("Age"), tc.min, tc.max)
 			}
 		})
 	}

@@ -132,6 +132,11 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced,
 			status = StatusDegraded
 		}
 		h.write(w, r, own.resp, status, 0)
+	case err == nil && errors.Is(res.Err, cache.ErrSoftTimeout) && !h.staleAllowed(res.Value, true, time.Now()):
+		// The cache answered with the kept response because the run is
+		// slower than its SoftTimeout; this response may not be served
+		// stale (RFC 9111 §4.2.4, §5.2.2.2: 504 is the answer).
+		http.Error(w, http.StatusText(http.StatusGatewayTimeout), http.StatusGatewayTimeout)
 	case err == nil:
 		h.write(w, r, res.Value, statusOf(res.Outcome), res.Age)
 	case errors.As(err, &ns) && ns.shared != nil:
@@ -240,30 +245,40 @@ func (f *fetch) setOwn(p *produced) {
 // compute is the fetch's compute function: it runs the handler and applies
 // the storage rules. It runs for the fetch's request, or in the background
 // to refresh a stale entry; only the former lends the request's writer and
-// records what it produced.
+// records what it produced. When the entry it replaces is still kept and
+// has validators, the run is conditional (see revalidate.go).
 func (f *fetch) compute(ctx context.Context) (Response, error) {
 	var live *lender
-	var prev *Response
 	if ctx.Value(fetchKey) == f {
 		live = f.live
-	} else {
-		// A background refresh: the entry it refreshes is still readable.
-		// (A request's own run computes a missing or expired entry, which
-		// reads back as none, so it does not pay for the read.)
-		prev = f.previous(ctx)
+	}
+	prev := f.previous(ctx, live == nil)
+	if prev != nil && len(prev.VaryOn) > 0 {
+		// An expired marker holds no content, only where the variants
+		// are: re-armed, it leads the request to its variant, which
+		// revalidates itself with its own validators. It stays kept as
+		// long as a response would.
+		cache.SetStale(ctx, -1, max(f.h.c.Policy().StaleIfError, minKeep))
+		return *prev, nil
 	}
 	req, validating := f.tmpl.get(), false
 	if prev != nil {
 		req, validating = conditional(req, *prev)
 	}
 	req, tg := withTagger(req) // surrogate.go: collects the run's middleware.Tag keys
-	resp, err := f.h.run(ctx, req, live)
+	runLive := live
+	if validating {
+		// The handler may answer the middleware's validators with a 304:
+		// nothing of this run streams to a client that did not ask.
+		runLive = nil
+	}
+	resp, err := f.h.run(ctx, req, runLive)
 	var hp *handlerPanic
 	if live != nil && errors.As(err, &hp) {
 		f.setOwn(&produced{panicked: hp})
 	}
 	if err != nil {
-		return Response{}, err
+		return Response{}, f.h.failed(prev, err, runFailed(err), time.Now())
 	}
 	if validating && resp.Status == http.StatusNotModified {
 		resp = freshen(*prev, resp) // the stored body is still good (RFC 9111 §4.3.4)
@@ -273,16 +288,11 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 	if live != nil {
 		f.setOwn(&produced{resp: answer})
 	}
-	return stored, err
-}
-
-// previous returns the entry being refreshed, if it is still readable.
-func (f *fetch) previous(ctx context.Context) *Response {
-	v, found, err := f.h.c.Get(ctx, f.key)
-	if err != nil || !found {
-		return nil
+	var ns *notStored
+	if errors.As(err, &ns) && ns.failure {
+		err = f.h.failed(prev, err, unreachableStatus(resp.Status), time.Now())
 	}
-	return &v
+	return stored, err
 }
 
 // store applies the storage rules to resp: it returns the value to store
@@ -307,12 +317,24 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		return Response{}, resp, &notStored{reason: err.Error(), shared: &resp}
 	}
 	resp = prepareForStorage(resp, now, !h.opts.DeclaredFreshnessOnly)
+	resp.StoredAt = now.UnixNano()
+	p := h.c.Policy()
+	fresh, staleIfError := v.fresh, v.staleIfError
+	if fresh < 0 {
+		fresh = p.TTL
+	}
+	if staleIfError < 0 {
+		staleIfError = p.StaleIfError
+	}
+	// Kept past its windows to be revalidated (revalidate.go decides
+	// whether it may answer for a failure).
+	staleIfError = max(staleIfError, h.opts.keepFor(resp, fresh))
 	windows := func(ctx context.Context) {
 		setTags(ctx, tags)
 		if v.fresh > 0 {
 			cache.SetTTL(ctx, v.fresh)
 		}
-		cache.SetStale(ctx, v.staleFor, v.staleIfError)
+		cache.SetStale(ctx, v.staleFor, staleIfError)
 	}
 	names, _ := varyNames(resp.Header)
 	if len(missing(f.vary, names)) == 0 {

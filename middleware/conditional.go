@@ -23,14 +23,18 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, resp Response, s
 	for k, v := range resp.Header {
 		hdr[k] = v
 	}
-	hdr.Set("Age", strconv.FormatInt(int64((ageValue(resp.Header)+resident)/time.Second), 10))
+	age := ageValue(resp.Header) + resident
+	if resident == 0 {
+		// Just received (a miss, or a response not stored): its corrected
+		// initial age, never the origin's Age rewritten.
+		age = currentAge(resp.Header, time.Now())
+	}
+	hdr.Set("Age", strconv.FormatInt(int64(age/time.Second), 10))
 	hdr.Set(h.opts.StatusHeader, status)
 	if resp.Status == http.StatusOK && conditionalRequest(r) {
 		var modified time.Time
-		if lm := resp.Header.Get("Last-Modified"); lm != "" {
-			if t, err := http.ParseTime(lm); err == nil {
-				modified = t
-			}
+		if t, ok := headerDate(resp.Header, "Last-Modified"); ok {
+			modified = t
 		}
 		http.ServeContent(w, r, "", modified, bytes.NewReader(resp.Body))
 		return
@@ -58,10 +62,7 @@ func conditionalRequest(r *http.Request) bool {
 // gave it (not an ETag the middleware made up); validating is false, and
 // d returned, when it has none.
 func conditional(d *http.Request, stored Response) (c *http.Request, validating bool) {
-	etag, lastModified := stored.Header.Get("ETag"), stored.Header.Get("Last-Modified")
-	if etag == contentETag(stored.Body) {
-		etag = ""
-	}
+	etag, lastModified := validators(stored)
 	if etag == "" && lastModified == "" {
 		return d, false
 	}
@@ -73,4 +74,14 @@ func conditional(d *http.Request, stored Response) (c *http.Request, validating 
 		c.Header.Set("If-Modified-Since", lastModified)
 	}
 	return c, true
+}
+
+// validators returns the stored response's validators of the handler's
+// own: its ETag unless the middleware made it, and its Last-Modified.
+func validators(stored Response) (etag, lastModified string) {
+	etag, lastModified = stored.Header.Get("ETag"), stored.Header.Get("Last-Modified")
+	if etag != "" && etag == contentETag(stored.Body) {
+		etag = ""
+	}
+	return etag, lastModified
 }

@@ -24,13 +24,19 @@
 //     max-age or Expires, less the response's age, set the TTL;
 //     must-revalidate and proxy-revalidate forbid stale answers;
 //     stale-while-revalidate and stale-if-error set the stale windows.
-//   - Only configured statuses are stored (200, 203, 301, 404, 410 by
-//     default); a 5xx never is, and with stale-if-error a 5xx is answered
-//     with the stale response.
+//   - Any status with a declared lifetime is stored (RFC 9111 §3); without
+//     one, only the heuristically cacheable statuses, and never a 5xx, which
+//     a stale response answers instead inside its stale-if-error window.
+//     CDN-Cache-Control (RFC 9213; Options.TargetedHeader) replaces
+//     Cache-Control when it parses.
 //   - The shared handler run is a plain GET; each request's 304, 206 or 412
 //     is derived from the full response. A strong ETag is added when the
-//     handler set none; a background refresh revalidates with the handler's
-//     own validators, and its 304 freshens the entry.
+//     handler set none. While the cache keeps a response with the
+//     handler's own validators (its stale windows; past them with
+//     DeclaredFreshnessOnly or must-revalidate), the run that replaces it
+//     (on the request path, shared fleet-wide like any run, or a background
+//     refresh) sends them: a 304 answers with the stored body and the
+//     304's headers.
 //   - Every response carries Age and a status header (X-Cache: HIT, MISS,
 //     STALE, SHARED, WAITED, DEGRADED or BYPASS).
 //   - The handler runs on a copy of the request, routing state included

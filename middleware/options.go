@@ -16,9 +16,12 @@ type Options struct {
 	// VaryHeaders are request headers that are always part of the key, on
 	// top of those named by responses' Vary. Default: none.
 	VaryHeaders []string
-	// Statuses are the status codes that are stored. Default: 200, 203, 301,
-	// 404, 410; with DeclaredFreshnessOnly, any final status (RFC 9111 §3).
-	// A 5xx is never stored, whatever this says, nor a 206 or 304.
+	// Statuses are the status codes that are stored. Default: any status
+	// with a declared freshness lifetime (s-maxage, max-age or Expires;
+	// RFC 9111 §3), and without one (the route's TTL) only the
+	// heuristically cacheable 200, 203, 204, 300, 301, 308, 404, 405, 410
+	// and 414 (RFC 9110 §15.1). A 5xx without a declared lifetime is never
+	// stored, whatever this says, nor a 206 or 304 to the plain GET.
 	Statuses []int
 	// TTL is the route's freshness lifetime for responses that declare none
 	// (no s-maxage, max-age or Expires). Default: the cache's TTL.
@@ -43,6 +46,13 @@ type Options struct {
 	// CacheAuthorized lets requests carrying Authorization use the cache;
 	// without it they pass through. Default: false.
 	CacheAuthorized bool
+	// TargetedHeader names the targeted cache-control field this cache
+	// obeys (RFC 9213): when a response carries it and it parses (a
+	// Structured Fields Dictionary), its directives replace those of
+	// Cache-Control for this cache, which is one of the caches it targets;
+	// the field itself is passed on untouched. "-" obeys none.
+	// Default: "CDN-Cache-Control".
+	TargetedHeader string
 	// StatusHeader names the response header that says how a request was
 	// answered. Default: "X-Cache".
 	StatusHeader string
@@ -70,11 +80,11 @@ func (o *Options) setDefaults() {
 	if o.Key == nil {
 		o.Key = Key
 	}
-	if len(o.Statuses) == 0 && !o.DeclaredFreshnessOnly {
-		o.Statuses = []int{http.StatusOK, http.StatusNonAuthoritativeInfo, http.StatusMovedPermanently, http.StatusNotFound, http.StatusGone}
-	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if o.TargetedHeader == "" {
+		o.TargetedHeader = "CDN-Cache-Control"
 	}
 	if o.StatusHeader == "" {
 		o.StatusHeader = "X-Cache"

@@ -21,6 +21,9 @@ type Response struct {
 	// key vary on these request headers and are stored under keys that
 	// include their values and Generation.
 	VaryOn []string `msgpack:"v,omitempty"`
+	// StoredAt is when the response was stored (Unix nanoseconds): its
+	// age and windows are counted from it. 0 for a marker.
+	StoredAt int64 `msgpack:"t,omitempty"`
 	// Generation names the set of variants a marker points to; deleting
 	// the marker (an unsafe request's invalidation) retires them all.
 	Generation string `msgpack:"g,omitempty"`

@@ -320,10 +320,12 @@ func TestDeclaredFreshnessOnly(t *testing.T) {
 		{nil, 0, 0},
 		{[]string{"Cache-Control: public"}, 0, 0},
 		{[]string{"Last-Modified: Fri, 02 Jan 2026 03:04:05 GMT"}, 0, 0},
-		{[]string{"Cache-Control: max-age=30"}, 28 * time.Second, 30 * time.Second},
-		{[]string{"Cache-Control: s-maxage=30, max-age=1"}, 28 * time.Second, 30 * time.Second},
-		{[]string{exp}, 57 * time.Second, 60 * time.Second},
-		{[]string{"Cache-Control: max-age=30, stale-while-revalidate=30"}, 58 * time.Second, 60 * time.Second},
+		// Kept past its lifetime (and windows) for the keep window, at least
+		// a minute, to be revalidated.
+		{[]string{"Cache-Control: max-age=30"}, 88 * time.Second, 90 * time.Second},
+		{[]string{"Cache-Control: s-maxage=30, max-age=1"}, 88 * time.Second, 90 * time.Second},
+		{[]string{exp}, 117 * time.Second, 120 * time.Second},
+		{[]string{"Cache-Control: max-age=30, stale-while-revalidate=30"}, 88 * time.Second, 90 * time.Second},
 	}
 	for i, tc := range cases {
 		url := withHeaders(fmt.Sprintf("%s/d%d", srv.URL, i), tc.headers...)

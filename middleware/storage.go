@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -37,12 +36,30 @@ func notStorable(reason string, shareable bool) verdict {
 }
 
 // storage applies the storage and freshness rules to resp, received at now.
+// A 5xx that is not stored is a failure, for which a stored response may
+// answer instead.
 func (o *Options) storage(resp Response, now time.Time) verdict {
-	d := parseCacheControl(resp.Header)
+	v := o.storageRules(resp, now)
+	if v.reason != "" && resp.Status >= 500 {
+		v.failure = true
+	}
+	return v
+}
+
+// heuristicStatuses are the statuses a response may be stored with when it
+// declares no freshness lifetime (RFC 9110 §15.1 "heuristically
+// cacheable", less 206, which a plain GET does not store, and 501, a 5xx).
+var heuristicStatuses = []int{200, 203, 204, 300, 301, 308, 404, 405, 410, 414}
+
+func (o *Options) storageRules(resp Response, now time.Time) verdict {
+	d := o.directives(resp.Header)
 	_, star := varyNames(resp.Header)
+	lifetime, declared := freshnessLifetime(d, resp.Header, now)
 	switch {
-	case resp.Status >= 500:
-		return verdict{reason: "5xx", shareable: true, failure: true}
+	case resp.Status >= 500 && !declared:
+		// An error without a freshness lifetime of its own is not the
+		// URL's content (RFC 9111 §3 would allow storing it with one).
+		return verdict{reason: "5xx", shareable: true}
 	case resp.Status == http.StatusNotModified || resp.Status == http.StatusPartialContent:
 		// The shared run is a plain GET; a handler that answers it like
 		// this answers one client's request, not the URL.
@@ -59,9 +76,12 @@ func (o *Options) storage(resp Response, now time.Time) verdict {
 		return notStorable("Vary: *", false) // §4.1: always fails to match
 	case len(o.Statuses) > 0 && !slices.Contains(o.Statuses, resp.Status):
 		return notStorable("status "+strconv.Itoa(resp.Status), true)
+	case len(o.Statuses) == 0 && !declared && !slices.Contains(heuristicStatuses, resp.Status):
+		// Any status may be stored with an explicit lifetime (RFC 9111
+		// §3); a heuristic one only for these (§4.2.2).
+		return notStorable("status "+strconv.Itoa(resp.Status)+" without a declared lifetime", true)
 	}
-	v := verdict{fresh: -1, staleFor: d.staleWhileRevalidate, staleIfError: d.staleIfError}
-	lifetime, declared := freshnessLifetime(d, resp.Header, now)
+	v := verdict{fresh: -1}
 	switch {
 	case declared:
 		v.fresh = lifetime - currentAge(resp.Header, now)
@@ -73,24 +93,31 @@ func (o *Options) storage(resp Response, now time.Time) verdict {
 	if v.fresh != -1 && v.fresh < time.Millisecond {
 		return notStorable("stale on arrival", true)
 	}
+	v.staleFor, v.staleIfError = o.staleWindows(d)
+	return v
+}
+
+// staleWindows are the stale-while-revalidate and stale-if-error windows
+// of a response with directives d; -1 means the cache's.
+func (o *Options) staleWindows(d directives) (staleFor, staleIfError time.Duration) {
+	staleFor, staleIfError = d.staleWhileRevalidate, d.staleIfError
 	switch {
 	case d.mustRevalidate || d.proxyRevalidate:
 		// §5.2.2.2, §5.2.2.8: never served stale, not even on error.
-		v.staleFor, v.staleIfError = 0, 0
+		return 0, 0
 	case d.sMaxAge >= 0 || o.DeclaredFreshnessOnly:
 		// s-maxage implies proxy-revalidate (§5.2.2.10), and a standards
 		// cache serves stale only with the origin's permission (§4.2.4):
 		// only the response's own stale-while-revalidate/stale-if-error.
-		v.staleFor, v.staleIfError = max(v.staleFor, 0), max(v.staleIfError, 0)
-	default:
-		if v.staleFor < 0 && o.Stale > 0 {
-			v.staleFor = o.Stale
-		}
-		if v.staleIfError < 0 && o.StaleIfError > 0 {
-			v.staleIfError = o.StaleIfError
-		}
+		return max(staleFor, 0), max(staleIfError, 0)
 	}
-	return v
+	if staleFor < 0 && o.Stale > 0 {
+		staleFor = o.Stale
+	}
+	if staleIfError < 0 && o.StaleIfError > 0 {
+		staleIfError = o.StaleIfError
+	}
+	return staleFor, staleIfError
 }
 
 // freshnessLifetime is a shared cache's freshness lifetime of a response
@@ -104,11 +131,13 @@ func freshnessLifetime(d directives, h http.Header, now time.Time) (lifetime tim
 	case d.maxAge >= 0:
 		return d.maxAge, true
 	case len(expires) == 1:
-		t, err := http.ParseTime(expires[0])
-		if err != nil {
+		t, ok := parseHTTPDate(expires[0])
+		if !ok {
 			return 0, true
 		}
-		return max(t.Sub(responseDate(h, now)), 0), true
+		// Saturated like a delta-seconds lifetime (§1.2.2): past 2^31 s
+		// a deadline reaches beyond what a time.Time counts in nanoseconds.
+		return min(max(t.Sub(responseDate(h, now)), 0), maxDeltaSeconds*time.Second), true
 	case len(expires) > 1:
 		return 0, true
 	}
@@ -117,7 +146,7 @@ func freshnessLifetime(d directives, h http.Header, now time.Time) (lifetime tim
 
 // responseDate is the response's Date, or now when it has no valid one.
 func responseDate(h http.Header, now time.Time) time.Time {
-	if t, err := http.ParseTime(h.Get("Date")); err == nil {
+	if t, ok := headerDate(h, "Date"); ok {
 		return t
 	}
 	return now
@@ -129,11 +158,6 @@ func responseDate(h http.Header, now time.Time) time.Time {
 func currentAge(h http.Header, now time.Time) time.Duration {
 	apparent := max(now.Sub(responseDate(h, now)), 0)
 	return max(apparent, ageValue(h))
-}
-
-// ageValue is the response's Age header; 0 when absent or invalid.
-func ageValue(h http.Header) time.Duration {
-	return max(seconds(strings.TrimSpace(h.Get("Age"))), 0)
 }
 
 // prepareForStorage sets what a stored response carries besides the

@@ -44,7 +44,17 @@ func TestStorageRules(t *testing.T) {
 		{"§4.1 Vary: *", 200, http.Header{"Vary": {"*"}}, Options{}, want{}},
 		{"304 to a plain GET", 304, http.Header{}, Options{}, want{}},
 		{"206 to a plain GET", 206, http.Header{}, Options{}, want{}},
-		{"status not configured", 302, http.Header{}, Options{}, want{false, true, 0, 0, 0}},
+		{"§4.2.2 heuristic: not a heuristically cacheable status", 302, http.Header{}, Options{}, want{false, true, 0, 0, 0}},
+		{"§4.2.2 heuristic: 204", 204, http.Header{}, Options{}, want{true, false, -1, -1, -1}},
+		{"§3 any status with a declared lifetime", 302, http.Header{"Cache-Control": {"max-age=5"}}, Options{}, want{true, false, 5 * s, -1, -1}},
+		{"§3 a 5xx with a declared lifetime", 503, http.Header{"Cache-Control": {"max-age=5"}}, Options{}, want{true, false, 5 * s, -1, -1}},
+		{"a 5xx without one is a failure", 503, http.Header{}, Options{}, want{false, true, 0, 0, 0}},
+		{"status not configured", 404, http.Header{"Cache-Control": {"max-age=5"}}, Options{Statuses: []int{200}}, want{false, true, 0, 0, 0}},
+		{"RFC 9213 CDN-Cache-Control over Cache-Control", 200, http.Header{"Cache-Control": {"no-store"}, "Cdn-Cache-Control": {"max-age=10"}}, Options{}, want{true, false, 10 * s, -1, -1}},
+		{"RFC 9213 CDN-Cache-Control: private", 200, http.Header{"Cache-Control": {"max-age=60"}, "Cdn-Cache-Control": {"private"}}, Options{}, want{}},
+		{"RFC 9213 an invalid CDN-Cache-Control is ignored", 200, http.Header{"Cache-Control": {"no-store"}, "Cdn-Cache-Control": {"max-age=10, &&&"}}, Options{}, want{}},
+		{"RFC 9213 another targeted field", 200, http.Header{"Cache-Control": {"max-age=60"}, "Cdn-Cache-Control": {"no-store"}, "Edge-Cache-Control": {"max-age=7"}}, Options{TargetedHeader: "Edge-Cache-Control"}, want{true, false, 7 * s, -1, -1}},
+		{"RFC 9213 no targeted field", 200, http.Header{"Cache-Control": {"max-age=60"}, "Cdn-Cache-Control": {"no-store"}}, Options{TargetedHeader: "-"}, want{true, false, 60 * s, -1, -1}},
 		{"max-age=0", 200, http.Header{"Cache-Control": {"max-age=0"}}, Options{}, want{false, true, 0, 0, 0}},
 		{"stale on arrival", 200, http.Header{"Cache-Control": {"max-age=60"}, "Age": {"61"}}, Options{}, want{false, true, 0, 0, 0}},
 		{"declared only: any final status", 302, http.Header{"Cache-Control": {"max-age=5"}}, Options{DeclaredFreshnessOnly: true}, want{true, false, 5 * s, 0, 0}},
@@ -62,6 +72,9 @@ func TestStorageRules(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v (%q), want %+v", got, v.reason, tc.want)
+			}
+			if wantFailure := !got.stored && tc.status >= 500; v.failure != wantFailure {
+				t.Fatalf("failure %v, want %v", v.failure, wantFailure)
 			}
 		})
 	}

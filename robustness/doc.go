@@ -17,8 +17,9 @@
 //     every path: GetOrCompute, Fetch, FetchWithFallback, GetOrComputeMany,
 //     Get, Set with options, Delete, Expire, InvalidateTags, ExpireTags,
 //     Clear, and the middleware (replica/http.go: a chi route cached by
-//     middleware.Cache, its responses tagged with surrogate keys and
-//     purged by them), with computes that are slow, fail, panic, tag, set
+//     middleware.Cache, with ETags it revalidates, its responses tagged
+//     with surrogate keys and purged by them), with computes that are slow,
+//     fail, panic, tag, set
 //     a TTL, answer "unchanged" or return a large value.
 //   - nemesis.go injects one fault at a time and heals it: Redis killed
 //     (with and without persistence), paused, one replica partitioned, its

@@ -102,7 +102,7 @@ func (r *replica) compute(ctx context.Context, req wire.Request, key string) (wi
 		return wire.Value{}, cache.ErrNotFound
 	}
 	if b.Unchanged {
-		if prev, ok := cache.Previous[wire.Value](ctx, key); ok && prev.Src == "compute" && prev.Version == version {
+		if prev, ok := previousValue(ctx, key); ok && prev.Src == "compute" && prev.Version == version {
 			how, revalidated = "unchanged", prev.ID
 			return wire.Value{}, cache.ErrUnchanged
 		}

@@ -24,11 +24,12 @@ import (
 // httpPath is the middleware path: a chi router on loopback whose route
 // GET /v/{key} is cached by middleware.Cache in front of a handler that
 // computes like fn does (told how by request headers, which are not part
-// of the cache key), and whose POST /v/{key} invalidates the entry fleet-wide
-// (an unsafe method that succeeds, RFC 9111 §4.4). The route tags its
-// response with the surrogate keys of the request's X-Tags header (a
-// Surrogate-Key header, read and removed by the middleware), and
-// PURGE /purge (middleware.PurgeHandler) purges by surrogate key.
+// of the cache key; it revalidates with ETag and 304), and whose POST /v/{key}
+// invalidates the entry fleet-wide (an unsafe method that succeeds, RFC 9111
+// §4.4). The route tags its response with the surrogate keys of the
+// request's X-Tags header (a Surrogate-Key header, read and removed by the
+// middleware), and PURGE /purge (middleware.PurgeHandler) purges by
+// surrogate key.
 type httpPath struct {
 	base string
 	hc   *http.Client
@@ -57,14 +58,28 @@ func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*http
 }
 
 // serveCompute is the route's handler: one compute, as the request's
-// X-Compute header (a wire.Compute in JSON) says.
+// X-Compute header (a wire.Compute in JSON) says. Its response carries an
+// ETag naming the value (compute ID and origin version), so that the
+// middleware revalidates an expired entry with If-None-Match on the
+// request path; Compute.Unchanged answers that with a 304 when the origin
+// version has not moved (an "unchanged" compute, as fn's ErrUnchanged).
 func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 	var c wire.Compute
 	_ = json.Unmarshal([]byte(req.Header.Get("X-Compute")), &c)
 	id, _ := strconv.ParseInt(req.Header.Get("X-Request"), 10, 64)
-	c.Unchanged, c.NotFound, c.Tags, c.TTL = false, false, nil, 0 // fn-only features
-	v, err := r.compute(req.Context(), wire.Request{ID: id, Compute: c}, chi.URLParam(req, "key"))
-	if err != nil {
+	c.NotFound, c.Tags, c.TTL = false, nil, 0 // fn-only features
+	key := chi.URLParam(req, "key")
+	ctx := req.Context()
+	if prev, ok := parseETag(req.Header.Get("If-None-Match"), key); ok {
+		ctx = context.WithValue(ctx, httpPreviousKey{}, prev)
+	}
+	v, err := r.compute(ctx, wire.Request{ID: id, Compute: c}, key)
+	switch {
+	case errors.Is(err, cache.ErrUnchanged):
+		w.Header().Set("ETag", req.Header.Get("If-None-Match"))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	case err != nil:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -75,7 +90,35 @@ func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set(middleware.HeaderSurrogateKey, strings.Join(v.Tags, " "))
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprintf(`"%s@%d"`, v.ID, v.Version))
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// httpPreviousKey carries, in a handler run's context, the value the
+// middleware's If-None-Match names.
+type httpPreviousKey struct{}
+
+// parseETag reads an ETag serveCompute made for key.
+func parseETag(etag, key string) (wire.Value, bool) {
+	id, version, ok := strings.Cut(strings.Trim(etag, `"`), "@")
+	if !ok || !strings.HasPrefix(id, "c") {
+		return wire.Value{}, false
+	}
+	n, err := strconv.ParseInt(version, 10, 64)
+	if err != nil {
+		return wire.Value{}, false
+	}
+	return wire.Value{Key: key, Src: "compute", ID: id, Version: n}, true
+}
+
+// previousValue is the value a compute may revalidate: the one the
+// middleware's If-None-Match names (the HTTP route), else the cache's
+// previous value (fn).
+func previousValue(ctx context.Context, key string) (wire.Value, bool) {
+	if v, ok := ctx.Value(httpPreviousKey{}).(wire.Value); ok && v.Key == key {
+		return v, true
+	}
+	return cache.Previous[wire.Value](ctx, key)
 }
 
 // do runs an http-get or http-post request through the middleware, or an

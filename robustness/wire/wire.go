@@ -89,7 +89,8 @@ type Compute struct {
 	// NotFound makes fn return cache.ErrNotFound.
 	NotFound bool
 	// Unchanged makes fn answer cache.ErrUnchanged when the previous value
-	// read the origin version it reads now.
+	// read the origin version it reads now; on the HTTP route, a 304 to the
+	// middleware's If-None-Match (request-path revalidation).
 	Unchanged bool
 	// Tags are set with cache.SetTags.
 	Tags []string
