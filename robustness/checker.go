@@ -37,7 +37,10 @@ type checker struct {
 	// vouched for it again.
 	revalidated map[string][]*Compute
 	sets        map[string]*Op // Set operations by their value's ID
-	faults      []fault
+	// batchKeys lists, per batch request's ID, the keys it asked for: a
+	// batch's compute that fails fails for every key it was to compute.
+	batchKeys map[int64][]string
+	faults    []fault
 	// degradedIDs are the computes some caller was answered as Degraded.
 	degradedIDs map[string]bool
 	out         []Violation
@@ -53,7 +56,8 @@ type fault struct {
 
 // Check applies every property to h and returns the violations found.
 func Check(sc Scenario, h *History) []Violation {
-	c := &checker{sc: sc, h: h, computes: map[string]*Compute{}, revalidated: map[string][]*Compute{}, sets: map[string]*Op{}}
+	c := &checker{sc: sc, h: h, computes: map[string]*Compute{}, revalidated: map[string][]*Compute{}, sets: map[string]*Op{},
+		batchKeys: map[int64][]string{}}
 	for _, cp := range h.Computes {
 		c.computes[cp.ID] = cp
 		if cp.How == "unchanged" && cp.Revalidated != "" {
@@ -63,6 +67,9 @@ func Check(sc Scenario, h *History) []Violation {
 	for _, o := range h.Ops {
 		if o.Req.Op == wire.OpSet {
 			c.sets[fmt.Sprintf("s%d", o.Req.ID)] = o
+		}
+		if len(o.Req.Keys) > 0 {
+			c.batchKeys[o.Req.ID] = o.Req.Keys
 		}
 	}
 	c.faults = faultWindows(h, sc.settle())
@@ -454,8 +461,9 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 			a.op.Return-cp.Began >= after {
 			return true // answered while the compute went on
 		}
-		// A batch's compute fails for all its keys when one key's does.
-		sameCall := cp.Key == a.key || cp.Req == a.op.Req.ID && len(a.op.Req.Keys) > 0
+		// A batch's compute fails for all its keys when one key's does,
+		// and the fail-safe re-arms each of them (any caller's batch).
+		sameCall := cp.Key == a.key || cp.Req == a.op.Req.ID && len(a.op.Req.Keys) > 0 || slices.Contains(c.batchKeys[cp.Req], a.key)
 		if sameCall && (cp.How == "failed" || cp.How == "panic" || cp.How == "cancelled") &&
 			cp.Ended >= t && cp.Began <= a.op.Return && (c.sc.Mode != "local" || cp.Replica == a.op.Replica) {
 			return true

@@ -37,6 +37,18 @@ func (b *hb) compute(id, key, replica string, began, ended int, how string) {
 	b.h.Computes = append(b.h.Computes, &Compute{ID: id, Key: key, Replica: replica, Began: at(began), Ended: at(ended), How: how})
 }
 
+// computeFor records a compute run for op (a batch's computes name it).
+func (b *hb) computeFor(op *Op, id, key, replica string, began, ended int, how string) {
+	b.h.Computes = append(b.h.Computes, &Compute{ID: id, Key: key, Replica: replica, Req: op.Req.ID, Began: at(began), Ended: at(ended), How: how})
+}
+
+func keys(k ...string) func(*wire.Request) { return func(r *wire.Request) { r.Keys = k } }
+
+// batchVals is a batch's answer: key k answered the compute id.
+func batchVals(k, id string) wire.Response {
+	return wire.Response{Values: map[string]wire.Value{k: {Key: k, Src: "compute", ID: id}}}
+}
+
 func tags(t ...string) func(*wire.Request) { return func(r *wire.Request) { r.Tags = t } }
 
 func val(id string, tags ...string) wire.Response {
@@ -153,6 +165,20 @@ func TestCheckerWritesErrorsDeadlinesAndComputes(t *testing.T) {
 			b.op("r0", wire.OpDelete, "k0", 100, 110, wire.Response{})
 			b.op("r1", wire.OpGetOrCompute, "k0", 120, 130, val("c1"))
 		}, ""},
+		{"Expire: another batch's failed compute re-armed the expired value for its keys", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpExpire, "k0", 100, 110, wire.Response{})
+			failing := b.op("r0", wire.OpGetOrComputeMany, "", 120, 150, batchVals("k0", "c1"), keys("k1", "k0"))
+			b.computeFor(failing, "c2", "k1", "r0", 121, 140, "failed") // k1 fails first: k0 is never computed
+			b.op("r0", wire.OpGetOrComputeMany, "", 160, 170, batchVals("k0", "c1"), keys("k0"))
+		}, ""},
+		{"Expire: a failed batch that did not ask for the key re-arms nothing of it", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpExpire, "k0", 100, 110, wire.Response{})
+			failing := b.op("r0", wire.OpGetOrComputeMany, "", 120, 150, wire.Response{}, keys("k1", "k2"))
+			b.computeFor(failing, "c2", "k1", "r0", 121, 140, "failed")
+			b.op("r0", wire.OpGetOrComputeMany, "", 160, 170, batchVals("k0", "c1"), keys("k0"))
+		}, "write"},
 		{"Expire: served as a hit on the same replica", func(b *hb) {
 			b.compute("c1", "k0", "r0", 10, 20, "ok")
 			b.op("r0", wire.OpExpire, "k0", 100, 110, wire.Response{})

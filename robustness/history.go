@@ -134,3 +134,16 @@ func (h *History) Save(path string) error {
 	}
 	return os.WriteFile(path, b, 0o644)
 }
+
+// LoadHistory reads a history that [History.Save] wrote.
+func LoadHistory(path string) (*History, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	h := &History{}
+	if err := json.Unmarshal(b, h); err != nil {
+		return nil, fmt.Errorf("robustness: %s: %w", path, err)
+	}
+	return h, nil
+}

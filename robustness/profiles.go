@@ -70,3 +70,16 @@ func Profile(name string) []Scenario {
 	}
 	return out
 }
+
+// ScenarioNamed finds a scenario by name in the short profile, else the
+// long one (the checker's rules do not depend on a run's duration).
+func ScenarioNamed(name string) (Scenario, bool) {
+	for _, p := range []string{"short", "long"} {
+		for _, sc := range Profile(p) {
+			if sc.Name == name {
+				return sc, true
+			}
+		}
+	}
+	return Scenario{}, false
+}

@@ -19,6 +19,7 @@ var (
 	profile = flag.String("robustness.profile", "short", `"short" (CI) or "long" (before a release)`)
 	seed    = flag.Int64("robustness.seed", 0, "the seed to replay (0: a new one per run, printed)")
 	outDir  = flag.String("robustness.out", "", "where a failing run's history and pictures go (default: a directory under $TMPDIR, printed)")
+	recheck = flag.String("robustness.recheck", "", "a saved history.json to check again, with the checker as it is now (TestRecheck)")
 )
 
 var (
@@ -86,6 +87,29 @@ func TestRobustness(t *testing.T) {
 			t.Errorf("replay: go test ./robustness -run 'TestRobustness/%s$' -robustness.seed=%d; history in %s", sc.Name, s, dir)
 		})
 	}
+}
+
+// TestRecheck checks a saved history again, without running anything: a
+// changed checker is judged on the very history that made it change.
+//
+//	go test ./robustness -run TestRecheck -robustness.recheck=DIR/history.json
+func TestRecheck(t *testing.T) {
+	if *recheck == "" {
+		t.Skip("no -robustness.recheck history given")
+	}
+	h, err := LoadHistory(*recheck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, ok := ScenarioNamed(h.Scenario)
+	if !ok {
+		t.Fatalf("%s: no scenario named %q in any profile", *recheck, h.Scenario)
+	}
+	vs := Check(sc, h)
+	for _, v := range vs {
+		t.Error(v)
+	}
+	t.Logf("%s (seed %d): %d operations, %d violations", h.Scenario, h.Seed, len(h.Ops), len(vs))
 }
 
 // save writes a failing run's history, violations and, for a register that
