@@ -417,12 +417,20 @@ func (c *checker) invalidations() {
 	}
 }
 
+// stampSlack is how much later than the library's own decision a replica
+// may stamp a call's return: a load checks its answer against the
+// invalidations (servable) and then returns up the stack to the replica's
+// clock read, and an invalidation may return in between. An answer
+// stamped within stampSlack of the invalidation's return may have been
+// decided before it, and is judged as concurrent with it.
+const stampSlack = time.Millisecond
+
 // loadThrough reports whether a was answered after inv returned by a
 // compute that began before inv: one that ran through the whole
 // invalidation, or a load (a miss or a shared call, the outcomes that say
 // so) still in its fill.
 func (c *checker) loadThrough(a answer, inv *Op) bool {
-	if a.v.Src != "compute" || a.op.Return <= inv.Return {
+	if a.v.Src != "compute" || a.op.Return <= inv.Return+stampSlack {
 		return false
 	}
 	cp := c.computes[a.v.ID]
@@ -454,12 +462,19 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 	if c.sc.Options.BusyError && (after == 0 || c.sc.Options.WaitTimeout < after) {
 		after = c.sc.Options.WaitTimeout
 	}
+	// A load goes on after its compute ends: its fill is one more Redis
+	// step, within the budget.
+	fill := max(c.sc.Options.RedisTimeout, 250*time.Millisecond)
 	for _, cp := range c.h.Computes {
 		// Callers that joined the load share its stand-in: measure from
 		// the compute's begin, not the caller's.
-		if after > 0 && cp.Key == a.key && cp.Began < a.op.Return && (cp.Ended == 0 || cp.Ended > a.op.Return) &&
-			a.op.Return-cp.Began >= after {
-			return true // answered while the compute went on
+		ofLoad := cp.Key == a.key || cp.Req == a.op.Req.ID && len(a.op.Req.Keys) > 0
+		// The load's clock starts before its compute does (the claim
+		// comes first): no later than the call that started it.
+		start := min(cp.Began, c.invoked(cp.Req))
+		if after > 0 && ofLoad && cp.Began < a.op.Return && (cp.Ended == 0 || cp.Ended+fill > a.op.Return) &&
+			a.op.Return-start >= after {
+			return true // answered while the load (its compute, then its fill) went on
 		}
 		// A batch's compute fails for all its keys when one key's does,
 		// and the fail-safe re-arms each of them (any caller's batch).

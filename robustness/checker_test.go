@@ -104,6 +104,20 @@ func TestCheckerInvalidation(t *testing.T) {
 			r.Outcome = "shared"
 			b.op("r0", wire.OpFetch, "k0", 15, 250, r)
 		}, "invalidation"},
+		{"a load's answer stamped within the stamping slack of the invalidation's return", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			r := val("c1", "g0")
+			r.Outcome = "miss"
+			b.op("r0", wire.OpFetch, "k0", 5, 200, r).Return += stampSlack / 2 // decided before, stamped after
+		}, ""},
+		{"a load's answer stamped past the slack", func(b *hb) {
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			r := val("c1", "g0")
+			r.Outcome = "miss"
+			b.op("r0", wire.OpFetch, "k0", 5, 200, r).Return += 2 * stampSlack
+		}, "invalidation"},
 		{"a read in flight during the invalidation", func(b *hb) {
 			b.compute("c1", "k0", "r0", 10, 20, "ok")
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
@@ -304,4 +318,40 @@ func TestCheckerPurgeBySurrogateKey(t *testing.T) {
 			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{Err: wire.ErrOrigin}, tags("rg0"))
 		}, "documented errors"},
 	})
+}
+
+// TestCheckerSoftTimeoutStandIn: after ExpireTags, the expired value may
+// answer a caller whose load ran past SoftTimeout, counted from the call
+// that started the load (its claim comes before its compute), while the
+// load's compute or its fill went on; not a caller whose load had ended.
+func TestCheckerSoftTimeoutStandIn(t *testing.T) {
+	sc := testScenario
+	sc.Options.SoftTimeout = 150 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		ended     int // the load's compute ended (ms)
+		answered  int // the stand-in answered (ms)
+		violation string
+	}{
+		{"answered at SoftTimeout from the call, the compute just ended, its fill going on", 448, 450, ""},
+		{"answered while the compute still ran", 600, 450, ""},
+		{"answered a fill budget after the load's compute ended", 320, 600, "invalidation"},
+		{"answered before SoftTimeout", 600, 390, "invalidation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpExpireTags, "", 100, 200, wire.Response{}, tags("g0"))
+			call := b.op("r1", wire.OpGetOrComputeMany, "", 300, tc.answered, batchVals("k0", "c1"), keys("k0", "k1"))
+			b.computeFor(call, "c2", "k0", "r1", 302, tc.ended, "ok") // began a claim's round trip after the call
+			for i := range b.h.Ops[len(b.h.Ops)-1].Resp.Values {
+				v := b.h.Ops[len(b.h.Ops)-1].Resp.Values[i]
+				v.Tags = []string{"g0"}
+				b.h.Ops[len(b.h.Ops)-1].Resp.Values[i] = v
+			}
+			if got := properties(Check(sc, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
 }
