@@ -11,14 +11,7 @@ import (
 
 	"github.com/stampede-go/stampede/cache/internal/envelope"
 	"github.com/stampede-go/stampede/stale"
-
-	_ "embed"
 )
-
-//go:embed scripts/expire.lua
-var expireSrc string
-
-var expireScript = redis.NewScript(expireSrc)
 
 // expireTries bounds the read and compare-and-set rounds of a Redis
 // Expire racing writes to the key; past them it deletes the key.

@@ -43,7 +43,7 @@ import (
 // it saw. Two rules keep that from refusing every later compute, and keep
 // the invalidations made after the loss above what was stamped before it:
 //
-//   - G is only ever written by advance (scripts/advance.lua), to
+//   - G is only ever written by advance (internal/scripts/advance.lua), to
 //     max(G + step, floor + step, the Redis server's clock in µs), where
 //     floor is the highest generation the writing process has seen (marks
 //     read or announced, counters read). While Redis keeps its data, G
