@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/envelope"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("envelope", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := decodeEnvelope(raw); err != nil {
+			if _, _, err := envelope.Decode(raw); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -34,12 +35,12 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("envelope+value", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			env, err := decodeEnvelope(raw)
+			_, value, err := envelope.Decode(raw)
 			if err != nil {
 				b.Fatal(err)
 			}
 			var v decodeBenchValue
-			if err := c.opts.Codec.Unmarshal(env.Value, &v); err != nil {
+			if err := c.opts.Codec.Unmarshal(value, &v); err != nil {
 				b.Fatal(err)
 			}
 		}

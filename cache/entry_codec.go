@@ -9,15 +9,14 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stampede-go/stampede/cache/internal/envelope"
 	"github.com/stampede-go/stampede/stale"
 )
 
-// Envelope flags.
-const (
-	flagNegative = 1 << iota
-	flagFailSafe
-	flagStamped // the envelope carries a stamp (generation and tags)
-)
+// An entry is stored in Redis as an envelope (see internal/envelope for its
+// bytes): a header with its windows, flags, type fingerprint and stamp, and
+// the value as the Codec encoded it. This file turns an entry[V] into an
+// envelope and back; the Codec's half of that, V, stays here.
 
 // typeFingerprint identifies V and the codec in every envelope: a cache of
 // another value type (or codec) reading the same key sees a foreign entry.
@@ -45,7 +44,8 @@ func (c *Cache[V]) encodeEntry(e entry[V]) ([]byte, error) { return c.encodeEntr
 // raw is not empty: a previous value re-armed keeps the bytes it was stored
 // with, and the codec is not called.
 func (c *Cache[V]) encodeEntryRaw(e entry[V], raw string) ([]byte, error) {
-	env := envelope{
+	var value []byte
+	h := envelope.Header{
 		Type:          c.typeTag,
 		Created:       toMillis(e.w.Created),
 		FreshUntil:    toMillis(e.w.FreshUntil),
@@ -56,28 +56,28 @@ func (c *Cache[V]) encodeEntryRaw(e entry[V], raw string) ([]byte, error) {
 		Tags:          e.stamp.tags,
 	}
 	if e.stamp.gen != 0 || len(e.stamp.tags) > 0 {
-		env.Flags |= flagStamped
+		h.Flags |= envelope.FlagStamped
 	}
 	if e.failSafe {
-		env.Flags |= flagFailSafe
+		h.Flags |= envelope.FlagFailSafe
 	}
 	switch {
 	case e.negative:
-		env.Flags |= flagNegative
+		h.Flags |= envelope.FlagNegative
 	case raw != "":
-		// A read-only view: encodeEnvelope copies it into the envelope.
-		env.Value = unsafe.Slice(unsafe.StringData(raw), len(raw))
+		// A read-only view: envelope.Encode copies it into the envelope.
+		value = unsafe.Slice(unsafe.StringData(raw), len(raw))
 	default:
 		b, err := c.opts.Codec.Marshal(&e.value)
 		if err != nil {
 			return nil, fmt.Errorf("%w: encode: %w", ErrCodec, err)
 		}
-		env.Value = b
+		value = b
 	}
-	if len(env.Value) > c.opts.MaxValueBytes {
-		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Options.MaxValueBytes)", ErrValueTooLarge, len(env.Value), c.opts.MaxValueBytes)
+	if len(value) > c.opts.MaxValueBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Options.MaxValueBytes)", ErrValueTooLarge, len(value), c.opts.MaxValueBytes)
 	}
-	return encodeEnvelope(&env)
+	return envelope.Encode(&h, value)
 }
 
 // decodeEntry turns a GET's reply into an entry; a corrupt or foreign one
@@ -91,14 +91,14 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	// A read-only view of the reply, saving a copy per hit: the envelope
 	// decoder and Codec.Unmarshal must not modify data or keep it.
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
-	env, err := decodeEnvelope(b)
-	if err == nil && env.Type != c.typeTag {
-		err = fmt.Errorf("%w: written by a cache of another value type or codec", errCorrupt)
+	h, value, err := envelope.Decode(b)
+	if err == nil && h.Type != c.typeTag {
+		err = fmt.Errorf("%w: written by a cache of another value type or codec", envelope.ErrCorrupt)
 	}
-	if err == nil && env.Flags&flagNegative == 0 {
-		if _, raw := c.opts.Codec.(defaultCodec); !raw || !decodeRaw(env.Value, &e.value) {
+	if err == nil && h.Flags&envelope.FlagNegative == 0 {
+		if _, raw := c.opts.Codec.(defaultCodec); !raw || !decodeRaw(value, &e.value) {
 			var v V // decoded apart from e, so only V escapes to the heap
-			err = c.opts.Codec.Unmarshal(env.Value, &v)
+			err = c.opts.Codec.Unmarshal(value, &v)
 			e.value = v
 		}
 	}
@@ -111,17 +111,30 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 		return entry[V]{}, false, nil
 	}
 	e.w = stale.Windows{
-		Created:    fromMillis(env.Created),
-		FreshUntil: fromMillis(env.FreshUntil),
-		StaleUntil: fromMillis(env.StaleUntil),
-		ErrorUntil: fromMillis(env.ErrorUntil),
+		Created:    fromMillis(h.Created),
+		FreshUntil: fromMillis(h.FreshUntil),
+		StaleUntil: fromMillis(h.StaleUntil),
+		ErrorUntil: fromMillis(h.ErrorUntil),
 	}
-	e.took = time.Duration(env.ComputeMicros) * time.Microsecond
-	e.negative = env.Flags&flagNegative != 0
-	e.failSafe = env.Flags&flagFailSafe != 0
-	e.stamp = stamp{gen: env.Gen, tags: env.Tags}
+	e.took = time.Duration(h.ComputeMicros) * time.Microsecond
+	e.negative = h.Flags&envelope.FlagNegative != 0
+	e.failSafe = h.Flags&envelope.FlagFailSafe != 0
+	e.stamp = stamp{gen: h.Gen, tags: h.Tags}
 	if c.l1 != nil {
 		e.digest = c.l1.digest(s)
 	}
 	return e, true, nil
 }
+
+// envelopeValue returns the value part of an envelope that decodes (a
+// substring of it, no copy), or "" for anything else.
+func envelopeValue(s string) string { return envelope.Value(s) }
+
+// isEnvelope reports whether a notification's payload is an envelope (a
+// fill or Set that carried its value) rather than a marker.
+func isEnvelope(payload string) bool { return envelope.Is(payload) }
+
+func toMillis(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMillis returns a UTC time: no location pointer to copy around.
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

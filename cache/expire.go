@@ -9,15 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stampede-go/stampede/cache/internal/envelope"
 	"github.com/stampede-go/stampede/stale"
-
-	_ "embed"
 )
-
-//go:embed scripts/expire.lua
-var expireSrc string
-
-var expireScript = redis.NewScript(expireSrc)
 
 // expireTries bounds the read and compare-and-set rounds of a Redis
 // Expire racing writes to the key; past them it deletes the key.
@@ -141,21 +135,21 @@ func (s *redisStore[V]) expiredEnvelope(cur string) string {
 	if cur == "" {
 		return ""
 	}
-	env, err := decodeEnvelope(unsafe.Slice(unsafe.StringData(cur), len(cur)))
-	if err != nil || env.Type != s.c.typeTag || env.Flags&flagNegative != 0 {
+	h, value, err := envelope.Decode(unsafe.Slice(unsafe.StringData(cur), len(cur)))
+	if err != nil || h.Type != s.c.typeTag || h.Flags&envelope.FlagNegative != 0 {
 		return ""
 	}
-	w := stale.Windows{Created: fromMillis(env.Created), FreshUntil: fromMillis(env.FreshUntil),
-		StaleUntil: fromMillis(env.StaleUntil), ErrorUntil: fromMillis(env.ErrorUntil)}
+	w := stale.Windows{Created: fromMillis(h.Created), FreshUntil: fromMillis(h.FreshUntil),
+		StaleUntil: fromMillis(h.StaleUntil), ErrorUntil: fromMillis(h.ErrorUntil)}
 	// Whole milliseconds, rounded down: every later reading of this clock
 	// finds the entry expired.
 	now := s.c.now().Truncate(time.Millisecond)
-	w, ok := expireWindows(w, env.Flags&flagFailSafe != 0, now)
+	w, ok := expireWindows(w, h.Flags&envelope.FlagFailSafe != 0, now)
 	if !ok {
 		return ""
 	}
-	env.FreshUntil, env.StaleUntil = toMillis(w.FreshUntil), toMillis(w.StaleUntil)
-	b, err := encodeEnvelope(&env)
+	h.FreshUntil, h.StaleUntil = toMillis(w.FreshUntil), toMillis(w.StaleUntil)
+	b, err := envelope.Encode(&h, value)
 	if err != nil {
 		return ""
 	}

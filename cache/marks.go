@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/envelope"
 	"github.com/stampede-go/stampede/singleflight"
 )
 
@@ -42,7 +43,7 @@ import (
 // it saw. Two rules keep that from refusing every later compute, and keep
 // the invalidations made after the loss above what was stamped before it:
 //
-//   - G is only ever written by advance (scripts/advance.lua), to
+//   - G is only ever written by advance (internal/scripts/advance.lua), to
 //     max(G + step, floor + step, the Redis server's clock in µs), where
 //     floor is the highest generation the writing process has seen (marks
 //     read or announced, counters read). While Redis keeps its data, G
@@ -104,10 +105,10 @@ const (
 )
 
 const (
-	// maxTags bounds the tags of one entry.
-	maxTags = 32
+	// maxTags bounds the tags of one entry (its envelope's stamp).
+	maxTags = envelope.MaxTags
 	// maxTagBytes bounds one tag.
-	maxTagBytes = 128
+	maxTagBytes = envelope.MaxTagBytes
 	// maxMarkSlots bounds the tags whose marks a process caches; past it
 	// the cache is dropped and re-read as needed.
 	maxMarkSlots = 1 << 16
@@ -129,7 +130,7 @@ func checkTag(t string) error {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidTag, len(t), maxTagBytes)
 	}
 	for i := 0; i < len(t); i++ {
-		if b := t[i]; !namespaceByte(b) && b != ':' {
+		if b := t[i]; !envelope.TagByte(b) {
 			return fmt.Errorf("%w: %q: byte %q at %d is not a letter, a digit, a colon or one of _ - . /", ErrInvalidTag, t, b, i)
 		}
 	}

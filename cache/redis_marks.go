@@ -2,32 +2,12 @@ package cache
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed scripts/mark.lua
-	markSrc    string
-	markScript = redis.NewScript(markSrc)
-
-	// advance.lua is the one definition of how the counter moves on: the
-	// scripts that write it start with it.
-	//go:embed scripts/advance.lua
-	advanceSrc string
-
-	//go:embed scripts/counter.lua
-	counterSrc    string
-	counterScript = redis.NewScript(advanceSrc + counterSrc)
-
-	//go:embed scripts/clear.lua
-	clearSrc    string
-	clearScript = redis.NewScript(advanceSrc + clearSrc)
 )
 
 // markField is the field of a mark hash an invalidation raises.

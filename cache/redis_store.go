@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,32 +13,6 @@ import (
 
 	"github.com/stampede-go/stampede/cache/internal/retry"
 	"github.com/stampede-go/stampede/stale"
-)
-
-var (
-	//go:embed scripts/claim.lua
-	claimSrc    string
-	claimScript = redis.NewScript(claimSrc)
-
-	//go:embed scripts/extend.lua
-	extendSrc    string
-	extendScript = redis.NewScript(extendSrc)
-
-	//go:embed scripts/fill.lua
-	fillSrc    string
-	fillScript = redis.NewScript(fillSrc)
-
-	//go:embed scripts/abandon.lua
-	abandonSrc    string
-	abandonScript = redis.NewScript(abandonSrc)
-
-	//go:embed scripts/set.lua
-	setSrc    string
-	setScript = redis.NewScript(setSrc)
-
-	//go:embed scripts/delete.lua
-	deleteSrc    string
-	deleteScript = redis.NewScript(deleteSrc)
 )
 
 // probeTimeout bounds the breaker's background PING.
