@@ -270,15 +270,13 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 				if !strings.HasPrefix(d.name, "hot") {
 					continue
 				}
-				for _, name := range []string{"raw-get", "go-redis-cache", "stampede-wait"} {
-					res, err := runHits(ctx, cfg, admin, newClient, name, p)
-					if err != nil {
-						return nil, fmt.Errorf("hits %s: %w", name, err)
-					}
-					rep.Results = append(rep.Results, res)
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
-					}
+				res, err := runHits(ctx, cfg, admin, newClient, p)
+				if err != nil {
+					return nil, fmt.Errorf("hits: %w", err)
+				}
+				rep.Results = append(rep.Results, res...)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
 				}
 			case "http":
 				for _, on := range []bool{false, true} {
