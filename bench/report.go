@@ -446,14 +446,14 @@ func (p *progress) start(name string, started time.Time, total time.Duration, re
 			select {
 			case <-done:
 				if !p.live {
-					fmt.Fprintf(p.w, "%-44s %5.1fs/%.0fs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
+					fmt.Fprintf(p.w, "%-44s %5.1fs/%gs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
 					return
 				}
-				fmt.Fprintf(p.w, "\r%-44s %5.1fs/%.0fs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
+				fmt.Fprintf(p.w, "\r%-44s %5.1fs/%gs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
 				return
 			case <-t.C:
 				if p.live {
-					fmt.Fprintf(p.w, "\r%-44s %5.1fs/%.0fs  %9d requests", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
+					fmt.Fprintf(p.w, "\r%-44s %5.1fs/%gs  %9d requests", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
 				}
 			}
 		}
