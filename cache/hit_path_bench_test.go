@@ -96,3 +96,32 @@ func BenchmarkHitPath(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHitPathString is BenchmarkHitPath's par=64 case for a string
+// value, which shares the reply's bytes: no allocation per hit beyond the
+// shared GET's.
+func BenchmarkHitPathString(b *testing.B) {
+	rdb := recommendedClient(b)
+	c, err := cache.New[string](rdb, cache.Options{Namespace: redistest.Prefix(b), TTL: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	value := string(bytes.Repeat([]byte("x"), 256))
+	if err := c.Set(context.Background(), "hot", value); err != nil {
+		b.Fatal(err)
+	}
+	fn := func(context.Context) (string, error) { return value, nil }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if v, err := c.GetOrCompute(ctx, "hot", fn); err != nil || v != value {
+				b.Errorf("%d bytes, %v", len(v), err)
+				return
+			}
+		}
+	})
+}
