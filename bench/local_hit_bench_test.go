@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ func newRueidisReplica(b *testing.B, key string) localReplica {
 }
 
 func newStampedeReplica(b *testing.B, ns, key string) localReplica {
-	c, err := cache.New[string](redistest.Client(b), cache.Options{Namespace: ns, TTL: time.Hour, L1Size: 1024, L1TTL: time.Hour})
+	c, err := cache.New[string](redistest.Client(b), cache.Options{Namespace: ns, TTL: time.Hour, L1Size: 1024, L1TTL: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Command bench runs load tests that show a cache stampede stopped, with
 // peers side by side in one run against one Redis.
 //
-//	go run -C bench .                 # the default suite, about a minute on 2 cores
+//	go run -C bench .                 # the default suite, about 90 s of runs on 2 cores
 //	go run -C bench . -short          # every strategy for a second on a small size
 //	go run -C bench . -out out        # also results.json, results.md and PNG charts
 //
