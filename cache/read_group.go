@@ -31,8 +31,8 @@ type readGroup struct {
 
 type readFlight struct {
 	done chan struct{}
-	// until is when the GET ends at the latest (its start plus within);
-	// zero when within is.
+	// until is when the GET ends at the latest (its start plus within,
+	// plus readSlack); zero when within is.
 	until time.Time
 	r     reply
 	err   error
@@ -72,7 +72,7 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 		}
 		f = &readFlight{done: make(chan struct{})}
 		if g.within > 0 {
-			f.until = time.Now().Add(g.within)
+			f.until = time.Now().Add(g.within + readSlack)
 		}
 		g.flights[key] = f
 		g.mu.Unlock()
@@ -96,6 +96,11 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 		return reply{}, context.Cause(ctx)
 	}
 }
+
+// readSlack is added to a GET's bound for the callers that wait for it
+// alone: the budget's own clock starts a little after the flight's, and
+// the reply takes a moment to reach the waiters.
+const readSlack = 10 * time.Millisecond
 
 // patient reports whether a caller with deadline dl may wait for f alone:
 // f's GET ends before dl (a cancellation is then noticed when it ends). It
