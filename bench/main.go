@@ -1,7 +1,7 @@
 // Command bench runs load tests that show a cache stampede stopped, with
 // peers side by side in one run against one Redis.
 //
-//	go run -C bench .                 # the default suite, about a minute on 2 cores
+//	go run -C bench .                 # the default suite, about 90 s of runs on 2 cores
 //	go run -C bench . -short          # every strategy for a second on a small size
 //	go run -C bench . -out out        # also results.json, results.md and PNG charts
 //
@@ -49,15 +49,29 @@ type config struct {
 	out                      string
 	short                    bool
 	cpuProfile               string
+	// clientOptions is "default" (go-redis' defaults) or "recommended"
+	// (the README's: ContextTimeoutEnabled, short timeouts, one retry).
+	clientOptions string
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if _, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+	code := exitCode(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// exitCode runs the bench and returns its exit status: 0 when it ran or
+// when -h asked for the usage, 1 on an error (printed to errOut).
+func exitCode(ctx context.Context, args []string, out, errOut io.Writer, getenv func(string) string) int {
+	if _, err := run(ctx, args, out, errOut, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // the usage was asked for, and printed
+			return 0
+		}
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
 	}
+	return 0
 }
 
 func parse(args []string, errOut io.Writer) (config, error) {
@@ -82,6 +96,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.out, "out", "", "directory for results.json, results.md and charts")
 	fs.BoolVar(&cfg.short, "short", false, "every strategy for a second on a small size (what CI runs)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&cfg.clientOptions, "client-options", "default", "go-redis options of every replica's client: default (go-redis' own) or recommended (the README's)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -120,6 +135,9 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	case cfg.faultPhase <= 0 || cfg.faultPhase > time.Minute, cfg.faultSettle < 0 || cfg.faultSettle > time.Minute:
 		return cfg, errors.New("need 0 < fault-phase <= 1m, 0 <= fault-settle <= 1m")
 	}
+	if cfg.clientOptions != "default" && cfg.clientOptions != "recommended" {
+		return cfg, fmt.Errorf("unknown -client-options %q: default or recommended", cfg.clientOptions)
+	}
 	for _, s := range cfg.strats {
 		if !slices.Contains(strategyNames(), s) {
 			return cfg, fmt.Errorf("unknown strategy %q", s)
@@ -136,6 +154,20 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// clientOptions returns base, or a copy with the client options the
+// README recommends when which is "recommended".
+func clientOptions(base *redis.Options, which string) *redis.Options {
+	if which != "recommended" {
+		return base
+	}
+	o := *base
+	o.ContextTimeoutEnabled = true
+	o.DialTimeout = time.Second
+	o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
+	o.MaxRetries = 1
+	return &o
 }
 
 func split(s string) []string {
@@ -182,7 +214,7 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 	fmt.Fprintln(out, "Redis:", env.Description)
 	admin := redis.NewClient(env.Options)
 	defer admin.Close()
-	newClient := func() *redis.Client { return redis.NewClient(env.Options) }
+	newClient := func() *redis.Client { return redis.NewClient(clientOptions(env.Options, cfg.clientOptions)) }
 
 	rep := &Report{
 		Command:    "go run -C bench . " + strings.Join(args, " "),
@@ -190,8 +222,8 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 		Comparable: env.Comparable,
 		Machine:    machine(ctx, admin),
 		StartedAt:  time.Now().UTC().Format(time.RFC3339),
-		Config: fmt.Sprintf("replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B; http: %d instances at %d req/s; faults: %s phases after %s settling",
-			cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize, cfg.httpInstances, cfg.httpRate, cfg.faultPhase, cfg.faultSettle),
+		Config: fmt.Sprintf("client options %s, replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B; http: %d instances at %d req/s; faults: %s phases after %s settling",
+			cfg.clientOptions, cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize, cfg.httpInstances, cfg.httpRate, cfg.faultPhase, cfg.faultSettle),
 	}
 	fmt.Fprintln(out, "Machine:", rep.Machine)
 	fmt.Fprintln(out, "Config: ", rep.Config)
@@ -238,15 +270,13 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 				if !strings.HasPrefix(d.name, "hot") {
 					continue
 				}
-				for _, name := range []string{"raw-get", "go-redis-cache", "stampede-wait"} {
-					res, err := runHits(ctx, cfg, admin, newClient, name, p)
-					if err != nil {
-						return nil, fmt.Errorf("hits %s: %w", name, err)
-					}
-					rep.Results = append(rep.Results, res)
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
-					}
+				res, err := runHits(ctx, cfg, admin, newClient, p)
+				if err != nil {
+					return nil, fmt.Errorf("hits: %w", err)
+				}
+				rep.Results = append(rep.Results, res...)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
 				}
 			case "http":
 				for _, on := range []bool{false, true} {

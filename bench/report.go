@@ -152,7 +152,11 @@ func outcomeMix(m map[string]int64) string {
 var tableHeader = []string{"scenario", "keys", "strategy", "origin calls/expiry", "peak origin conc.", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "req/s", "Redis cmds/req", "errors", "outcomes"}
 
 func (r Result) row() []string {
-	return []string{r.Scenario, r.Keys, r.Strategy, fmt.Sprintf("%.2f", r.CallsPerExp), strconv.FormatInt(r.PeakOrigin, 10),
+	calls, peak := fmt.Sprintf("%.2f", r.CallsPerExp), strconv.FormatInt(r.PeakOrigin, 10)
+	if r.Scenario == "hits" { // the key never expires during the run: there is nothing to count
+		calls, peak = "", ""
+	}
+	return []string{r.Scenario, r.Keys, r.Strategy, calls, peak,
 		fmtMs(r.Latency.P50), fmtMs(r.Latency.P90), fmtMs(r.Latency.P99), fmtMs(r.Latency.P999), fmtMs(r.Latency.Max),
 		strconv.FormatFloat(r.ThroughputRPS, 'f', 0, 64), cmds(r.CmdsPerReq), strconv.FormatInt(r.Errors, 10), outcomeMix(r.Outcomes)}
 }
@@ -355,6 +359,9 @@ func writeOutputs(dir string, rep Report) error {
 		if err := cdfChart(filepath.Join(dir, "latency-cdf-"+g+".png"), g, groups[g]); err != nil {
 			return err
 		}
+		if strings.HasPrefix(g, "hits-") {
+			continue // no expiries: no calls-per-expiry chart
+		}
 		if err := callsChart(filepath.Join(dir, "origin-calls-per-expiry-"+g+".png"), g, groups[g]); err != nil {
 			return err
 		}
@@ -439,14 +446,14 @@ func (p *progress) start(name string, started time.Time, total time.Duration, re
 			select {
 			case <-done:
 				if !p.live {
-					fmt.Fprintf(p.w, "%-44s %5.1fs/%.0fs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
+					fmt.Fprintf(p.w, "%-44s %5.1fs/%gs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
 					return
 				}
-				fmt.Fprintf(p.w, "\r%-44s %5.1fs/%.0fs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
+				fmt.Fprintf(p.w, "\r%-44s %5.1fs/%gs  %9d requests\n", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
 				return
 			case <-t.C:
 				if p.live {
-					fmt.Fprintf(p.w, "\r%-44s %5.1fs/%.0fs  %9d requests", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
+					fmt.Fprintf(p.w, "\r%-44s %5.1fs/%gs  %9d requests", name, time.Since(started).Seconds(), total.Seconds(), requests.Load())
 				}
 			}
 		}

@@ -219,7 +219,7 @@ func (c *Cache[V]) invalidated(payload string) {
 	// start from now on must not join it. Forgotten before the floor rises,
 	// so that a read whose version is at or past the new floor (whose put
 	// L1 accepts) starts its own GET, sent after the announcement came.
-	c.redis.reads.forget(c.keysFor(key).value)
+	c.redis.reads.forget(key)
 	c.l1.invalidate(key)
 }
 

@@ -8,7 +8,11 @@ import (
 
 // clockMap is a bounded, sharded map of entries with an expiry each and
 // CLOCK (second-chance) eviction. The L1 tier and the process-local store
-// are both built on it. Safe for concurrent use.
+// are both built on it. Safe for concurrent use. A read takes no lock: a
+// hot key's readers on several cores would otherwise contend on its
+// shard's lock word (a read lock is a write to it); writers serialise per
+// shard, and an entry, once published, is never modified (a write of an
+// existing key publishes a new one), except for its CLOCK bit.
 type clockMap[V any] struct {
 	seed   maphash.Seed
 	shards [clockShards]clockShard[V]
@@ -17,8 +21,9 @@ type clockMap[V any] struct {
 const clockShards = 16
 
 type clockShard[V any] struct {
-	mu    sync.RWMutex
-	m     map[string]*clockEntry[V]
+	mu    sync.Mutex       // writers
+	m     sync.Map         // string -> *clockEntry[V]; read without mu, written with it
+	n     int              // entries in m
 	ring  []*clockEntry[V] // CLOCK ring, grown up to limit; nil slots are free
 	hand  int
 	limit int
@@ -33,7 +38,7 @@ type clockEntry[V any] struct {
 	tick uint64
 	// tombstone: not a value, only what an L1 put refused (see l1.put).
 	tombstone bool
-	slot      int
+	slot      int // in ring; read and written with the shard's mu
 	used      atomic.Bool
 }
 
@@ -43,7 +48,7 @@ func newClockMap[V any](size int) *clockMap[V] {
 	for i := range c.shards {
 		// The ring grows as entries come, up to the bound: a large bound
 		// costs nothing (not even GC scanning) until it is used.
-		c.shards[i] = clockShard[V]{m: make(map[string]*clockEntry[V], min(per, 1024)), limit: per}
+		c.shards[i].limit = per
 	}
 	return c
 }
@@ -52,24 +57,25 @@ func (c *clockMap[V]) shard(key string) *clockShard[V] {
 	return &c.shards[maphash.String(c.seed, key)%clockShards]
 }
 
+// load returns key's published entry.
+func (s *clockShard[V]) load(key string) (*clockEntry[V], bool) {
+	v, ok := s.m.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return v.(*clockEntry[V]), true
+}
+
 // get returns key's entry while now (unix nanoseconds) is before its expiry.
 func (c *clockMap[V]) get(key string, now int64) (entry[V], bool) {
-	s := c.shard(key)
-	s.mu.RLock()
-	ce, ok := s.m[key]
-	var e entry[V]
-	var expires int64
-	if ok {
-		e, expires, ok = ce.e, ce.expires, !ce.tombstone
-	}
-	s.mu.RUnlock()
-	if !ok || now >= expires {
+	ce, ok := c.shard(key).load(key)
+	if !ok || ce.tombstone || now >= ce.expires {
 		return entry[V]{}, false
 	}
 	if !ce.used.Load() {
 		ce.used.Store(true)
 	}
-	return e, true
+	return ce.e, true
 }
 
 // putLocked stores e until expires in s, put at tick, evicting by CLOCK
@@ -81,28 +87,33 @@ func (s *clockShard[V]) putLocked(key string, e entry[V], expires int64, tick ui
 
 // storeLocked is putLocked for a value or a tombstone.
 func (s *clockShard[V]) storeLocked(key string, e entry[V], expires int64, tick uint64, tombstone bool) (evicted string, ok bool) {
-	if old, ok := s.m[key]; ok {
-		old.e, old.expires, old.tick, old.tombstone = e, expires, tick, tombstone
-		old.used.Store(true)
+	ce := &clockEntry[V]{key: key, e: e, expires: expires, tick: tick, tombstone: tombstone}
+	if old, ok := s.load(key); ok { // a new entry in its place: readers hold the old one
+		ce.slot = old.slot
+		ce.used.Store(true)
+		s.ring[ce.slot] = ce
+		s.m.Store(key, ce)
 		return "", false
 	}
-	ce := &clockEntry[V]{key: key, e: e, expires: expires, tick: tick, tombstone: tombstone}
 	if len(s.ring) < s.limit {
 		ce.slot = len(s.ring)
 		s.ring = append(s.ring, ce)
-		s.m[key] = ce
+		s.m.Store(key, ce)
+		s.n++
 		return "", false
 	}
 	for { // CLOCK: clear the used bit until a slot whose entry was not used since
 		victim := s.ring[s.hand]
 		if victim == nil || !victim.used.Swap(false) {
 			if victim != nil {
-				delete(s.m, victim.key)
+				s.m.Delete(victim.key)
+				s.n--
 				evicted, ok = victim.key, true
 			}
 			ce.slot = s.hand
 			s.ring[s.hand] = ce
-			s.m[key] = ce
+			s.m.Store(key, ce)
+			s.n++
 			s.hand = (s.hand + 1) % s.limit
 			return evicted, ok
 		}
@@ -121,7 +132,7 @@ func (c *clockMap[V]) put(key string, e entry[V], expires int64) {
 // liveLocked returns key's entry (or tombstone) while now (unix
 // nanoseconds) is before its expiry; call with s.mu held.
 func (s *clockShard[V]) liveLocked(key string, now int64) (*clockEntry[V], bool) {
-	ce, ok := s.m[key]
+	ce, ok := s.load(key)
 	if !ok || now >= ce.expires {
 		return nil, false
 	}
@@ -130,8 +141,9 @@ func (s *clockShard[V]) liveLocked(key string, now int64) (*clockEntry[V], bool)
 
 // deleteLocked removes key from s; call with s.mu held.
 func (s *clockShard[V]) deleteLocked(key string) {
-	if ce, ok := s.m[key]; ok {
-		delete(s.m, key)
+	if ce, ok := s.load(key); ok {
+		s.m.Delete(key)
+		s.n--
 		s.ring[ce.slot] = nil
 	}
 }
@@ -148,7 +160,8 @@ func (c *clockMap[V]) clear() {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		clear(s.m)
+		s.m.Clear()
+		s.n = 0
 		clear(s.ring)
 		s.mu.Unlock()
 	}
@@ -159,11 +172,12 @@ func (c *clockMap[V]) sweep(now int64) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for key, ce := range s.m {
-			if now >= ce.expires {
-				s.deleteLocked(key)
+		s.m.Range(func(key, v any) bool {
+			if now >= v.(*clockEntry[V]).expires {
+				s.deleteLocked(key.(string))
 			}
-		}
+			return true
+		})
 		s.mu.Unlock()
 	}
 }
@@ -172,9 +186,9 @@ func (c *clockMap[V]) len() int {
 	n := 0
 	for i := range c.shards {
 		s := &c.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+		s.mu.Lock()
+		n += s.n
+		s.mu.Unlock()
 	}
 	return n
 }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -62,7 +63,11 @@ func (d defaultCodec) Unmarshal(data []byte, v any) error {
 
 // decodeRaw is defaultCodec's Unmarshal for []byte and string values,
 // without the interface call that would move the value to the heap. It
-// reports false for other types.
+// reports false for other types. data must be a view of an immutable Go
+// string (a Redis reply): a string value shares its bytes instead of
+// copying them, which saves the hit path its one allocation for a string
+// V (the reply's few header bytes stay alive with the value). A []byte
+// value is the caller's to modify: it gets a copy.
 func decodeRaw[V any](data []byte, v *V) bool {
 	switch p := any(v).(type) {
 	case *[]byte:
@@ -72,7 +77,7 @@ func decodeRaw[V any](data []byte, v *V) bool {
 		}
 		return true
 	case *string:
-		*p = string(data)
+		*p = unsafe.String(unsafe.SliceData(data), len(data))
 		return true
 	}
 	return false

@@ -36,11 +36,19 @@ const (
 // entry read at now: an entry invalidated (InvalidateTags, Clear) since its
 // compute began is a miss, or expired when the invalidation was soft.
 func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.Time) verdict {
+	return c.judgeAt(ctx, e, found, now, time.Time{})
+}
+
+// judgeAt is judge with the time at which the marks are checked: zero
+// when now may predate the read (the marks then read their own clock), or
+// now itself when it was read after the read (the hit path, saving a clock
+// read per hit).
+func (c *Cache[V]) judgeAt(ctx context.Context, e entry[V], found bool, now, marksNow time.Time) verdict {
 	if !found {
 		return verdictMiss
 	}
 	// The one check that counts Stats().Invalidated: once per entry read.
-	switch c.invalidationAt(ctx, e, time.Time{}, true) { // now may predate the read: the marks read their own clock
+	switch c.invalidationAt(ctx, e, marksNow, true) {
 	case invHard:
 		return verdictMiss
 	case invSoft:

@@ -63,7 +63,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	if !c.store.available() {
 		return v, false, fmt.Errorf("cache: get %q: %w", key, ErrUnavailable)
 	}
-	e, found, err := c.store.read(ctx, c.keysFor(key), readShared)
+	e, found, err := c.store.read(ctx, hitKeys(key), readShared)
 	if err != nil {
 		return v, false, fmt.Errorf("cache: get %q: %w", key, storeFailed(ctx, err))
 	}

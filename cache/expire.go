@@ -121,7 +121,7 @@ func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 		}
 		if n == 1 {
 			s.redisOK(ctx)
-			s.reads.forget(k.value)
+			s.reads.forget(k.key)
 			return nil
 		}
 	}

@@ -82,7 +82,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	// The hit path: one read and a decode, no coalescing, no claim. The
 	// closures below build their own keys, so that nothing of the hit path
 	// escapes to the heap.
-	e, found, err := c.store.read(ctx, c.keysFor(key), readShared)
+	e, found, err := c.store.read(ctx, hitKeys(key), readShared)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result[V]{}, context.Cause(ctx)
@@ -91,9 +91,9 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 			return c.degraded(sctx, c.keysFor(key), one(key, fn), nil)
 		})
 	}
-	now := c.now()
+	now := c.now() // after the read: the marks' trust may be measured on it
 	var prev *entry[V]
-	switch c.judge(ctx, e, found, now) {
+	switch c.judgeAt(ctx, e, found, now, now) {
 	case verdictHit:
 		c.l1put(key, e, version)
 		return c.hit(ctx, key, e, now, false)

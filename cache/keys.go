@@ -17,6 +17,11 @@ func (c *Cache[V]) keysFor(key string) keys {
 	return keys{key: key, value: "{" + c.opts.Namespace + ":" + key + "}:v"}
 }
 
+// hitKeys names key for a shared read (readShared), which needs only the
+// cache key: the store builds the value key's name when it sends a GET, so
+// the callers that join a GET in flight allocate nothing for it.
+func hitKeys(key string) keys { return keys{key: key} }
+
 // keysForMany is keysFor for each key, with all the value keys slices of
 // one string: one allocation, not one per key.
 func (c *Cache[V]) keysForMany(names []string) []keys {

@@ -121,6 +121,10 @@ type Options struct {
 	// built with ContextTimeoutEnabled, a step whose context cannot be
 	// cancelled (the shared hit-path read) runs inline; otherwise a step
 	// runs on a goroutine of its own, which the caller stops waiting for.
+	// The shared hit-path read runs on its caller's goroutine when that
+	// caller's deadline is at least RedisTimeout + 10ms away (or it has none): a
+	// cancellation of such a caller is noticed when the read ends, at most
+	// RedisTimeout later; a deadline is always kept.
 	// Default: 250ms (at 100ms, our own load test on 2 cores saw Redis steps
 	// run past it with Redis healthy, and 2–5% of misses computed
 	// degraded); negative turns it off (go-redis' timeouts apply).

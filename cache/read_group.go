@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // readGroup shares one GET among concurrent hit-path reads of a key. Unlike
@@ -14,17 +15,27 @@ import (
 // only as long as its own context allows: a slow or black-holed Redis
 // cannot hold a caller past its deadline. A caller that starts a read with
 // no deadline runs the GET on its own goroutine (a cancellation without a
-// deadline is then noticed when that read ends); one with a deadline runs it
-// on a new goroutine, which costs a goroutine hop per read.
+// deadline is then noticed when that read ends), and so does one whose
+// deadline is at least within away: the GET (bounded by the Redis budget,
+// within) ends before that deadline, and a cancellation is noticed when the
+// GET ends, at most within later; such a caller joining a GET in flight
+// waits for it alone, the same way. A caller with a nearer deadline runs
+// the GET on a new goroutine, which costs a goroutine hop per read, and
+// stops waiting at its deadline.
 type readGroup struct {
+	// within bounds every GET of the group (the Redis budget); 0: unbounded.
+	within  time.Duration
 	mu      sync.Mutex
 	flights map[string]*readFlight
 }
 
 type readFlight struct {
 	done chan struct{}
-	r    reply
-	err  error
+	// until is when the GET ends at the latest (its start plus within,
+	// plus readSlack); zero when within is.
+	until time.Time
+	r     reply
+	err   error
 }
 
 // forget makes later reads of key start a GET of their own: the process
@@ -52,6 +63,7 @@ func (g *readGroup) forgetAll() {
 // do returns the reply of get(key): one already in flight, or one started
 // now; or ctx's error when ctx ends first.
 func (g *readGroup) do(ctx context.Context, key string, get func(context.Context, string) (reply, error)) (reply, error) {
+	dl, bounded := ctx.Deadline()
 	g.mu.Lock()
 	f, ok := g.flights[key]
 	if !ok {
@@ -59,9 +71,12 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 			g.flights = make(map[string]*readFlight)
 		}
 		f = &readFlight{done: make(chan struct{})}
+		if g.within > 0 {
+			f.until = time.Now().Add(g.within + readSlack)
+		}
 		g.flights[key] = f
 		g.mu.Unlock()
-		if _, bounded := ctx.Deadline(); !bounded {
+		if !bounded || f.patient(dl) {
 			g.run(context.WithoutCancel(ctx), key, f, get)
 			return f.r, f.err
 		}
@@ -69,7 +84,8 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 	} else {
 		g.mu.Unlock()
 	}
-	if ctx.Done() == nil { // never cancelled: no select needed
+	// One channel to wait on is cheaper than a select.
+	if ctx.Done() == nil || bounded && f.patient(dl) {
 		<-f.done
 		return f.r, f.err
 	}
@@ -79,6 +95,18 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 	case <-ctx.Done():
 		return reply{}, context.Cause(ctx)
 	}
+}
+
+// readSlack is added to a GET's bound for the callers that wait for it
+// alone: the budget's own clock starts a little after the flight's, and
+// the reply takes a moment to reach the waiters.
+const readSlack = 10 * time.Millisecond
+
+// patient reports whether a caller with deadline dl may wait for f alone:
+// f's GET ends before dl (a cancellation is then noticed when it ends). It
+// reads no clock: a joiner compares dl with the GET's bound.
+func (f *readFlight) patient(dl time.Time) bool {
+	return !f.until.IsZero() && !dl.Before(f.until)
 }
 
 func (g *readGroup) run(ctx context.Context, key string, f *readFlight, get func(context.Context, string) (reply, error)) {

@@ -34,15 +34,18 @@ type redisStore[V any] struct {
 	rdb    redis.UniversalClient
 	notify *notifier
 	budget redisBudget                                  // bounds each Redis step
-	reads  readGroup                                    // shares concurrent hit-path GETs of one key
-	getFn  func(context.Context, string) (reply, error) // s.get, bound once: a method value per read would allocate
+	reads  readGroup                                    // shares concurrent hit-path GETs of one key, by cache key
+	getFn  func(context.Context, string) (reply, error) // GET of a cache key's value, bound once: a method value per read would allocate
 }
 
 var _ store[struct{}] = (*redisStore[struct{}])(nil)
 
 func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V], error) {
 	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, rdb)}
-	s.getFn = s.get
+	// The shared read names the value key only when it sends a GET: a
+	// caller that joins a GET in flight builds no string.
+	s.getFn = func(ctx context.Context, key string) (reply, error) { return s.get(ctx, c.keysFor(key).value) }
+	s.reads.within = s.budget.d
 	c.brk.probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
 }
@@ -85,13 +88,14 @@ type reply struct {
 
 // read implements [store]. A shared read (the hit path) joins a GET of the
 // key already in flight: under a hot key that turns N round trips into one,
-// and each caller still decodes its own copy of the value.
+// and each caller still decodes its own copy of the value. A shared read
+// needs only k.key (see hitKeys).
 func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[V], bool, error) {
 	var r reply
 	var err error
 	switch mode {
 	case readShared:
-		r, err = s.reads.do(ctx, k.value, s.getFn)
+		r, err = s.reads.do(ctx, k.key, s.getFn)
 	case readOwn:
 		r, err = s.get(ctx, k.value)
 	case readWaiting:
@@ -107,7 +111,7 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 		return entry[V]{}, false, err
 	}
 	if mode != readShared {
-		s.reads.forget(k.value) // this reply may answer a caller: see readGroup.forget
+		s.reads.forget(k.key) // this reply may answer a caller: see readGroup.forget
 	}
 	return s.c.decodeEntry(ctx, k.key, r, mode != readOwn)
 }
@@ -155,7 +159,7 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 		vkeys[i] = k.value
 	}
 	give := func(i int, r reply) {
-		s.reads.forget(ks[i].value) // not a read of the group: see readGroup.forget
+		s.reads.forget(ks[i].key) // not a read of the group: see readGroup.forget
 		e, found, _ := s.c.decodeEntry(ctx, ks[i].key, r, mode != readOwn)
 		each(i, e, found)
 	}
@@ -291,7 +295,7 @@ func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *
 		return claimed[V]{remaining: time.Duration(max(ms, 0)) * time.Millisecond}
 	}
 	cl := claim[V]{k: k, token: token, reread: true}
-	s.reads.forget(k.value) // the claim read the value too
+	s.reads.forget(k.key) // the claim read the value too
 	if v, ok := res[1].(string); ok {
 		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
 		if cl.found && !cl.seen.negative {
@@ -432,7 +436,7 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
 	}
 	if res[0] == 1 {
-		s.reads.forget(k.value)
+		s.reads.forget(k.key)
 	}
 	return res[0] == 1
 }
@@ -467,7 +471,7 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: set %s: %w", k.value, err)
 	}
-	s.reads.forget(k.value)
+	s.reads.forget(k.key)
 	return nil
 }
 
@@ -480,7 +484,7 @@ func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: delete %s: %w", k.value, err)
 	}
-	s.reads.forget(k.value)
+	s.reads.forget(k.key)
 	return nil
 }
 
@@ -490,7 +494,7 @@ func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscripti
 	if w, ok := sub.(redisSubscription); ok {
 		if p := w.Take(); isEnvelope(p) {
 			if e, found, _ := s.c.decodeEntry(ctx, k.key, reply{s: p, found: true}, false); found {
-				s.reads.forget(k.value) // see readGroup.forget
+				s.reads.forget(k.key) // see readGroup.forget
 				return e, true, nil
 			}
 		}
