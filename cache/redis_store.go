@@ -67,7 +67,7 @@ type redisStore[V any] struct {
 var _ store[struct{}] = (*redisStore[struct{}])(nil)
 
 func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V], error) {
-	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, rdb)}
+	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, c.opts.WaitTimeout, rdb)}
 	s.getFn = s.get
 	c.brk.probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
@@ -534,9 +534,10 @@ func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, er
 }
 
 // redisFailed records a Redis failure for the breaker, unless the caller's
-// own context ended it.
+// own context ended it or it came under load (Redis answering, slowly: not
+// an outage, see redisHealth).
 func (s *redisStore[V]) redisFailed(ctx context.Context, err error) {
-	if !s.noteRedisError(ctx, err) {
+	if !s.noteRedisError(ctx, err) || underLoad(err) {
 		return
 	}
 	if s.c.brk.failure() {
