@@ -145,9 +145,11 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 	// Inline only when nothing but the deadline can end ctx: go-redis
 	// takes a context's deadline to the socket, never its cancellation (a
 	// cancelled caller, or Close cancelling background work, would sit out
-	// the budget). An inline step cannot be waited for past its deadline:
-	// cut under load, it makes the budget back off.
-	if b.inline && ctx.Done() == nil {
+	// the budget). An inline step cannot be waited for past its deadline,
+	// so it runs inline only while Redis answers well within RedisTimeout;
+	// cut under load, it makes the budget back off, and the next steps run
+	// on a goroutine, waited for while Redis answers.
+	if b.inline && ctx.Done() == nil && d == b.d {
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -184,6 +186,25 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 			d = b.h.rto() // replies keep coming: slow, wait on
 			t.Reset(d)
 		}
+	}
+}
+
+// waitStep runs step on a goroutine of its own and waits for it until ctx
+// ends, however silent Redis is meanwhile: for the breaker's probe, which
+// no caller waits for, so that a Redis slower than RedisTimeout can answer
+// it (and teach b its round trip) instead of being judged down forever.
+func waitStep[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+	done := make(chan stepResult[T], 1)
+	go func() {
+		v, err := attempt(ctx, b, step)
+		done <- stepResult[T]{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
 	}
 }
 

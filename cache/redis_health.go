@@ -22,7 +22,7 @@ var errRedisLoad = errors.New("Redis answering, but slowly: load, not an outage"
 // trip of the steps and its mean deviation (RFC 6298's estimator, as TCP's
 // retransmission timer uses). A step's budget follows it:
 //
-//	rto = clamp(srtt + 4·rttvar, RedisTimeout, WaitTimeout)
+//	rto = clamp(srtt + max(4·rttvar, srtt), RedisTimeout, WaitTimeout)
 //
 // A step past its budget is an outage only when no reply at all arrived in
 // the last rto (Redis silent); otherwise it is load, and the step is waited
@@ -68,9 +68,13 @@ func (h *redisHealth) sample(rtt time.Duration) {
 	h.srtt.Store(max(s-s/8+r/8, 1))
 }
 
-// rto is the budget of a step starting now.
+// rto is the budget of a step starting now: the smoothed round trip plus
+// four deviations, and at least twice the smoothed round trip (callers in
+// step with each other see no reply for a whole round trip, and a spike
+// of twice the usual is load, not silence), within [floor, ceil].
 func (h *redisHealth) rto() time.Duration {
-	est := time.Duration(h.srtt.Load() + 4*h.rttvar.Load())
+	s := h.srtt.Load()
+	est := time.Duration(s + max(4*h.rttvar.Load(), s))
 	return min(max(est, h.floor), h.ceil)
 }
 

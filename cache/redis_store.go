@@ -73,11 +73,14 @@ func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V
 	return s, nil
 }
 
-// probe is the breaker's half-open probe: one PING, within the budget.
+// probe is the breaker's half-open probe: one PING, within
+// max(probeTimeout, RedisTimeout), however long Redis stays silent meanwhile
+// (a Redis slower than the budget answers it, and the budget learns its
+// round trip).
 func (s *redisStore[V]) probe(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, max(probeTimeout, s.budget.d))
 	defer cancel()
-	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+	if _, err := waitStep(ctx, s.budget, func(ctx context.Context) (string, error) {
 		return s.rdb.Ping(ctx).Result()
 	}); err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
