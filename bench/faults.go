@@ -40,7 +40,10 @@ const faultGrace = 15 * time.Second
 //
 // stampede's strategies run with cache.Options' other defaults, among them
 // RedisTimeout (250 ms per Redis step): the redis-slow phase's round trip
-// (2 x faultLatency) stays within it.
+// (2 x faultLatency) stays within it, but not within InvalidationWait
+// (100 ms), and is judged by the origin's calls per second against the
+// healthy phase's (column "× healthy": a slow Redis must not cost the origin
+// more), not only by latency.
 const faultStaleIfError = time.Minute
 
 // quietRedisLog drops go-redis' own log lines ("failed to dial after 5
@@ -255,6 +258,13 @@ func runFaults(ctx context.Context, cfg config, admin *redis.Client, base *redis
 		}
 		res.finish(elapsed[i])
 		out = append(out, res)
+	}
+	// Each phase's origin calls against the healthy phase's (the first):
+	// the redis-slow phase is judged by it, not only by latency.
+	if len(out) > 0 && out[0].OriginPerSec > 0 {
+		for i := range out {
+			out[i].OriginVsHealthy = out[i].OriginPerSec / out[0].OriginPerSec
+		}
 	}
 	return out, nil
 }
