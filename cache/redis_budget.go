@@ -147,15 +147,20 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 	// cancelled caller, or Close cancelling background work, would sit out
 	// the budget). An inline step cannot be waited for past its deadline,
 	// so it runs inline only while Redis answers well within RedisTimeout;
-	// cut under load, it makes the budget back off, and the next steps run
-	// on a goroutine, waited for while Redis answers.
-	if b.inline && ctx.Done() == nil && d == b.d {
+	// cut under load, it makes the budget back off, and cut with Redis
+	// silent, it sends the next steps to a goroutine, which can learn
+	// from a late reply, until a reply comes within the budget.
+	if b.inline && ctx.Done() == nil && d == b.d && !b.h.cut.Load() {
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		v, err := attempt(sctx, b, step)
-		if err != nil && sctx.Err() != nil && !isReply(err) && b.h.answering(d) {
-			b.h.sample(time.Since(start)) // cut under load: back off
+		if err != nil && sctx.Err() != nil && !isReply(err) {
+			if b.h.answering(d) {
+				b.h.sample(time.Since(start)) // cut under load: back off
+			} else {
+				b.h.cut.Store(true) // silent, or slow past the budget: find out on a goroutine
+			}
 		}
 		return v, b.explain(ctx, sctx, err, d)
 	}
@@ -163,12 +168,18 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 	// has the reply or stopped waiting, never by the step's goroutine:
 	// that would race the reply it just sent.
 	sctx, cancel := context.WithTimeout(ctx, b.h.ceil)
-	defer cancel()
+	linger := false
+	defer func() {
+		if !linger {
+			cancel()
+		}
+	}()
 	done := make(chan stepResult[T], 1)
 	go func() {
 		v, err := attempt(sctx, b, step)
 		done <- stepResult[T]{v, err}
 	}()
+	armed := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -178,12 +189,31 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 		case <-sctx.Done():
 			var zero T
 			return zero, b.explain(ctx, sctx, context.Cause(sctx), d)
-		case <-t.C:
-			if !b.h.answering(d) { // silent for a whole budget: down
+		case fired := <-t.C:
+			select {
+			case r := <-done: // the reply came with the timer: take it
+				return r.v, b.explain(ctx, sctx, r.err, d)
+			default:
+			}
+			// Silent for a whole budget: down; unless this process was
+			// itself too starved of CPU to judge (its timer fired late
+			// by more than a quarter of the budget: replies may sit
+			// unread in its sockets), or replies keep coming: slow, wait
+			// on.
+			late := fired.Sub(armed) - d
+			if !b.h.answering(d) && late < d/4 {
+				// The step may still get a late reply, up to WaitTimeout
+				// (a new connection's dial and handshake included), which
+				// would show Redis slow, not down, and teach the budget
+				// its round trip; go-redis' own timeouts end it sooner
+				// against a Redis that is down.
+				linger = true
+				time.AfterFunc(b.h.ceil, cancel)
 				var zero T
 				return zero, fmt.Errorf("%w (%s, no reply from Redis meanwhile): %w", ErrRedisTimeout, d, context.DeadlineExceeded)
 			}
-			d = b.h.rto() // replies keep coming: slow, wait on
+			d = b.h.rto()
+			armed = time.Now()
 			t.Reset(d)
 		}
 	}

@@ -35,6 +35,10 @@ type redisHealth struct {
 	lastReply   atomic.Int64 // nanoseconds since base; 0: never
 	srtt        atomic.Int64 // nanoseconds; 0: no sample yet
 	rttvar      atomic.Int64
+	// cut: an inline step was cut at its budget with Redis silent; steps
+	// run on goroutines (which can outlive their budget and learn the
+	// round trip from a late reply) until a reply within the budget.
+	cut atomic.Bool
 }
 
 func newRedisHealth(floor, ceil time.Duration) *redisHealth {
@@ -44,6 +48,9 @@ func newRedisHealth(floor, ceil time.Duration) *redisHealth {
 // replied records a reply that took rtt to come.
 func (h *redisHealth) replied(rtt time.Duration) {
 	h.lastReply.Store(int64(time.Since(h.base)))
+	if rtt < h.floor && h.cut.Load() {
+		h.cut.Store(false)
+	}
 	h.sample(rtt)
 }
 
@@ -74,6 +81,13 @@ func (h *redisHealth) sample(rtt time.Duration) {
 // of twice the usual is load, not silence), within [floor, ceil].
 func (h *redisHealth) rto() time.Duration {
 	s := h.srtt.Load()
+	if s == 0 {
+		// No reply yet: as TCP's first RTO is conservative (RFC 6298,
+		// 2.1), twice the floor, so that a fleet starting at once (every
+		// connection dialled together) is not judged down before its
+		// first reply.
+		return min(2*h.floor, h.ceil)
+	}
 	est := time.Duration(s + max(4*h.rttvar.Load(), s))
 	return min(max(est, h.floor), h.ceil)
 }

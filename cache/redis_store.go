@@ -543,7 +543,13 @@ func (s *redisStore[V]) redisFailed(ctx context.Context, err error) {
 	if !s.noteRedisError(ctx, err) || underLoad(err) {
 		return
 	}
-	if s.c.brk.failure() {
+	opened := false
+	if errors.Is(err, ErrRedisTimeout) {
+		opened = s.c.brk.silence(s.budget.d / 2)
+	} else {
+		opened = s.c.brk.failure()
+	}
+	if opened {
 		s.c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err, slog.String("addr", s.addrs()))
 		s.c.observe(ctx, Event{Kind: EventBreakerOpen, Err: err})
 	}
