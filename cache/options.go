@@ -133,7 +133,8 @@ type Options struct {
 	// degraded); negative turns it off (go-redis' timeouts apply).
 	RedisTimeout time.Duration
 	// BreakerThreshold is how many Redis failures in a row open the circuit
-	// breaker, after which calls compute locally (Outcome Degraded) without
+	// breaker (steps that found Redis silent less than RedisTimeout/2
+	// apart count once: they saw the same silence), after which calls compute locally (Outcome Degraded) without
 	// touching Redis until BreakerCooldown passes. Default: 5.
 	BreakerThreshold int
 	// BreakerCooldown is how long the breaker stays open before one call
