@@ -29,7 +29,7 @@ import (
 // cache), and it adds latency, which stopping a server cannot.
 
 // faultLatency is what the redis-slow phase adds each way.
-const faultLatency = 50 * time.Millisecond
+const faultLatency = 150 * time.Millisecond
 
 // faultGrace bounds how long calls still in flight when the last phase
 // ends may take before they are cut (and counted as errors).
