@@ -28,7 +28,8 @@ import (
 // data (so the phase after the outage measures a recovery, not a cold
 // cache), and it adds latency, which stopping a server cannot.
 
-// faultLatency is what the redis-slow phase adds each way.
+// faultLatency is what the redis-slow phase adds each way: one way under
+// RedisTimeout, the round trip past it.
 const faultLatency = 150 * time.Millisecond
 
 // faultGrace bounds how long calls still in flight when the last phase
@@ -39,11 +40,11 @@ const faultGrace = 15 * time.Second
 // entries of the origin-failing phase are inside it.
 //
 // stampede's strategies run with cache.Options' other defaults, among them
-// RedisTimeout (250 ms per Redis step): the redis-slow phase's round trip
-// (2 x faultLatency) stays within it, but not within InvalidationWait
-// (100 ms), and is judged by the origin's calls per second against the
-// healthy phase's (column "× healthy": a slow Redis must not cost the origin
-// more), not only by latency.
+// RedisTimeout (250 ms per Redis step) and InvalidationWait (100 ms): the
+// redis-slow phase's round trip (2 x faultLatency, 300 ms) is past both, a
+// Redis slow, not down (issue 30), and the phase is judged by the origin's
+// calls per second against the healthy phase's (column "× healthy": a slow
+// Redis must not cost the origin more), not only by latency.
 const faultStaleIfError = time.Minute
 
 // quietRedisLog drops go-redis' own log lines ("failed to dial after 5
