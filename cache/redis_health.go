@@ -14,7 +14,7 @@ import (
 // distant, or this replica is CPU-starved), not down. Such a failure never
 // counts towards the breaker, and a caller that meets it keeps the fleet
 // protocol instead of computing locally (see [redisHealth]).
-var errRedisLoad = errors.New("Redis answering, but slowly: load, not an outage")
+var errRedisLoad = errors.New("cache: Redis answering, but slowly: load, not an outage")
 
 // redisHealth tells a slow Redis from a down one, for one client: when a
 // reply last arrived (on any connection, for any step, including the late
