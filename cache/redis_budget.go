@@ -51,7 +51,7 @@ type redisBudget struct {
 func newRedisBudget(d, ceil time.Duration, rdb redis.UniversalClient) redisBudget {
 	b := redisBudget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }}
 	if b.d > 0 {
-		b.h = newRedisHealth(b.d, ceil)
+		b.h = newRedisHealth(b.d, ceil, rdb)
 	}
 	return b
 }

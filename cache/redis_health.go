@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,8 @@ var errRedisLoad = errors.New("cache: Redis answering, but slowly: load, not an 
 // reply last arrived (on any connection, for any step, including the late
 // replies of steps whose callers stopped waiting), and the smoothed round
 // trip of the steps and its mean deviation (RFC 6298's estimator, as TCP's
-// retransmission timer uses). A step's budget follows it:
+// retransmission timer uses, except that the smoothed round trip follows a
+// rise with a gain of 1/2 instead of 1/8). A step's budget follows it:
 //
 //	rto = clamp(srtt + max(4·rttvar, srtt), RedisTimeout, WaitTimeout)
 //
@@ -29,20 +31,58 @@ var errRedisLoad = errors.New("cache: Redis answering, but slowly: load, not an 
 // for, rto after rto, as long as replies keep arriving, up to WaitTimeout
 // and the caller's deadline. Refused and reset connections and failed dials
 // are outages whatever the replies.
+//
+// What is observed is the client's: every cache on one go-redis client
+// shares it (a cache with sparse traffic, the HTTP middleware's beside a
+// busy one, learns from the busy one's replies); the bounds are each
+// cache's own.
 type redisHealth struct {
 	floor, ceil time.Duration
-	base        time.Time    // monotonic origin of lastReply
-	lastReply   atomic.Int64 // nanoseconds since base; 0: never
-	srtt        atomic.Int64 // nanoseconds; 0: no sample yet
-	rttvar      atomic.Int64
+	*link
+}
+
+// link is what the caches of one client observe of Redis.
+type link struct {
+	base      time.Time    // monotonic origin of lastReply
+	lastReply atomic.Int64 // nanoseconds since base; 0: never
+	srtt      atomic.Int64 // nanoseconds; 0: no sample yet
+	rttvar    atomic.Int64
 	// cut: an inline step was cut at its budget with Redis silent; steps
 	// run on goroutines (which can outlive their budget and learn the
 	// round trip from a late reply) until a reply within the budget.
-	cut atomic.Bool
+	cut  atomic.Bool
+	refs int // caches using it, under links' lock
 }
 
-func newRedisHealth(floor, ceil time.Duration) *redisHealth {
-	return &redisHealth{floor: floor, ceil: max(ceil, floor), base: time.Now()}
+// links are the clients' links, while a cache uses them.
+var links = struct {
+	sync.Mutex
+	m map[redis.UniversalClient]*link
+}{m: map[redis.UniversalClient]*link{}}
+
+// newRedisHealth returns rdb's health with a cache's bounds; release it
+// when the cache closes.
+func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient) *redisHealth {
+	links.Lock()
+	defer links.Unlock()
+	l := links.m[rdb]
+	if l == nil {
+		l = &link{base: time.Now()}
+		links.m[rdb] = l
+	}
+	l.refs++
+	return &redisHealth{floor: floor, ceil: max(ceil, floor), link: l}
+}
+
+// release drops a cache's use of rdb's link.
+func (h *redisHealth) release(rdb redis.UniversalClient) {
+	links.Lock()
+	defer links.Unlock()
+	if l := links.m[rdb]; l == h.link {
+		if l.refs--; l.refs <= 0 {
+			delete(links.m, rdb)
+		}
+	}
 }
 
 // replied records a reply that took rtt to come.
@@ -72,6 +112,13 @@ func (h *redisHealth) sample(rtt time.Duration) {
 	}
 	v := h.rttvar.Load()
 	h.rttvar.Store(v - v/4 + d/4)
+	if r > s {
+		// Fast up, slow down: a Redis turning slow must raise the budget
+		// within a sample or two, before a budget without replies (a
+		// sparse caller's) is taken for silence.
+		h.srtt.Store(s + (r-s)/2)
+		return
+	}
 	h.srtt.Store(max(s-s/8+r/8, 1))
 }
 

@@ -94,7 +94,12 @@ func (s *redisStore[V]) probe(ctx context.Context) {
 
 func (s *redisStore[V]) available() bool { return s.c.brk.allow() }
 
-func (s *redisStore[V]) close() error { return s.notify.close() }
+func (s *redisStore[V]) close() error {
+	if s.budget.h != nil {
+		s.budget.h.release(s.rdb)
+	}
+	return s.notify.close()
+}
 
 // shardArg tells the scripts how to announce on a key's channel: "1" for
 // SPUBLISH on a Cluster (the channel lives on the key's own shard, as the

@@ -80,6 +80,7 @@ func Check(sc Scenario, h *History) []Violation {
 	if sc.oneCompute() {
 		c.oneCompute()
 	}
+	c.noDegradedUnderOverload()
 	c.out = append(c.out, checkRegisters(sc, h)...)
 	return c.out
 }
@@ -583,6 +584,18 @@ func (c *checker) lost(from, to time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// noDegradedUnderOverload: a slow Redis is not a down one (issue 30): no
+// call answers degraded (computed locally) while Redis is only slow, from
+// the overload's injection to its heal and settle.
+func (c *checker) noDegradedUnderOverload() {
+	for _, a := range c.answers() {
+		if a.outcome == "degraded" && c.overloaded(a.op.Invoke, a.op.Return) {
+			c.fail("no degraded under overload", []*Op{a.op}, "%s answered degraded (#%d [%s, %s]) while Redis was slow, not down",
+				a.key, a.op.Req.ID, ms(a.op.Invoke), ms(a.op.Return))
+		}
+	}
 }
 
 // overloaded reports whether the overload nemesis (Redis slow past the

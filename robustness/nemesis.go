@@ -131,7 +131,7 @@ func (n *latency) Heal(*env) error { n.p.SetLatency(0); return nil }
 type overload struct{ ps []*faultproxy.Proxy }
 
 // rampFor is how long the overload nemesis stays at its first step.
-const rampFor = 300 * time.Millisecond
+const rampFor = 500 * time.Millisecond
 
 func (*overload) Name() string { return "overload" }
 func (n *overload) Inject(e *env, _ *rand.Rand) (string, error) {
