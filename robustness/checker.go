@@ -192,6 +192,12 @@ func (c *checker) degraded(a answer) bool {
 	if a.outcome == "degraded" {
 		return true
 	}
+	// A value some caller was answered as Degraded lives only in the
+	// memory of the replica that computed it: there it stays degraded
+	// whatever it answers as next (a stale stand-in for a failing compute).
+	if cp := c.computes[a.v.ID]; cp != nil && cp.Replica == a.op.Replica && c.degradedIDs[a.v.ID] {
+		return true
+	}
 	// A path that does not say (GetOrCompute, a batch), or a compute this
 	// caller ran or shared: degraded if its own replica computed it while
 	// a fault kept that replica from Redis.
