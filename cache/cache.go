@@ -61,6 +61,12 @@ type Cache[V any] struct {
 	once       sync.Once
 }
 
+// heartbeatsPerWait is how many heartbeats of the invalidation
+// subscription are sent per InvalidationWait: each answer vouches for the
+// marks for InvalidationWait from its PING, so a Redis up to 3/4 of it
+// away keeps them vouched for without a gap.
+const heartbeatsPerWait = 4
+
 const (
 	maxNamespaceBytes = 256
 	maxKeyBytesLimit  = lease.MaxNameBytes - maxNamespaceBytes - 1
@@ -137,6 +143,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 				c.l1.clear() // what was put while unsubscribed cannot be vouched for
 			}
 		}
+	}
+	_, plain := rdb.(*redis.Client)
+	if c.l1 != nil || plain {
 		// Subscribe in the background: New does not wait on Redis. L1 fills
 		// only once Redis confirms the subscription (synced), and if Redis is
 		// down go-redis subscribes when it is back.
@@ -145,6 +154,14 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 			defer c.bg.Done()
 			_ = rs.notify.Listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
 		}()
+	}
+	if plain {
+		// The subscription vouches for the marks (see marks.go, "Trusted by
+		// the subscription"). Not on a Cluster, where a PUBLISH reaches the
+		// other nodes' subscribers over the cluster bus, after the PUBLISH
+		// and unordered with their replies; nor on a Ring.
+		c.marks.session = rs.notify.Session
+		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.mono, c.marks.beaten)
 	}
 	c.initObserver()
 	return c, nil
@@ -210,6 +227,9 @@ func (c *Cache[V]) invalidated(payload string) {
 	if strings.HasPrefix(payload, "\x00") {
 		c.marks.announced(payload)
 		return
+	}
+	if c.l1 == nil {
+		return // a fill, Set or Delete: news for L1 only
 	}
 	id, key, ok := strings.Cut(payload, " ")
 	if !ok || id == c.id {

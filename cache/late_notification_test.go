@@ -68,11 +68,18 @@ func deleteNotUndone(t *testing.T, localDelete, batch bool) {
 	obs := &busyObserver{}
 	wopts := opts
 	wopts.Observer = obs
+	// w's pub/sub connection, dialled by New for the invalidation channel,
+	// goes through the proxy; its commands do not.
+	viaProxy.Store(true)
 	w := newCache[string](t, wrdb, wopts)
 	a1 := newCache[string](t, redistest.Client(t), opts)
 	a2 := newCache[string](t, redistest.Client(t), opts)
 	ctx := bounded(t, 30*time.Second)
 	const key = "k"
+	pollFor(t, "the replicas' invalidation subscriptions", 10*time.Second, time.Millisecond, func() bool {
+		return numsub(t, admin, "stampede:{"+ns+"}:invalidate") >= 3
+	})
+	viaProxy.Store(false)
 
 	// One pooled command connection, dialled directly and kept idle.
 	if _, _, err := w.Get(ctx, key); err != nil {
@@ -82,8 +89,7 @@ func deleteNotUndone(t *testing.T, localDelete, batch bool) {
 	held1 := async(func() error { _, err := a1.GetOrCompute(ctx, key, h1.fn); return err })
 	within(t, h1.calls, 5*time.Second, "the first holder's compute")
 
-	// The first wait dials the pub/sub connection, through the proxy.
-	viaProxy.Store(true)
+	// The first wait subscribes on that connection.
 	first := async(func() valErr[string] {
 		v, err := w.GetOrCompute(ctx, key, func(context.Context) (string, error) { return "first-computed", nil })
 		return valErr[string]{v, err}
@@ -92,7 +98,6 @@ func deleteNotUndone(t *testing.T, localDelete, batch bool) {
 	pollFor(t, "the first wait's subscription", 10*time.Second, time.Millisecond, func() bool {
 		return obs.n.Load() >= 1 && numsub(t, admin, ch) >= 1
 	})
-	viaProxy.Store(false)
 	p.SetLatency(400 * time.Millisecond) // what the pub/sub connection carries from now on arrives late
 
 	h1.Release() // fills "old" and publishes it: on its way for 400 ms

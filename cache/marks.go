@@ -36,6 +36,28 @@ import (
 // their trust. In process-local mode the marks are this process's own:
 // always current.
 //
+// Trusted by the subscription. With a single Redis (not a Cluster, nor a
+// Ring) a process also subscribes to the channel that carries every
+// invalidation's announcement (published after its marks, in the same
+// pipeline or script), and PINGs that connection in the background every
+// δ/4 (internal/notify/heartbeat.go). Redis writes a connection's replies
+// and pushes in the order it produced them, so the answer to a PING sent
+// at t comes after every announcement published before Redis processed
+// it, and those were applied before the answer is looked at. A mark read
+// sent after a heartbeat of the same subscription session was answered
+// (the subscription then in effect on the socket that carries it) is at
+// least every mark raised before its read was processed, and the
+// announcements add every one raised after, up to t: it is vouched for
+// until t + δ, like a read sent at t. An invalidation not in it was
+// published after t and returns after t + δ. A break of the connection
+// moves the session on before anything else is read from it or written to
+// it (every go-redis reconnect comes with an error to the goroutine that
+// caused it), which withdraws that trust at once: the marks are read again,
+// as above, until a heartbeat of the new session was answered and they
+// were read after it. So an idle process, or one far from Redis, pays no
+// marks read on its requests while its heartbeats are answered within
+// 3δ/4; InvalidateTags keeps its wait of δ.
+//
 // Across a loss of Redis's data. A restart without persistence, or a
 // failover to a replica that missed the latest writes, takes G back (to 0,
 // or a few ticks) and may lose marks, while the processes keep the marks
@@ -164,6 +186,10 @@ type markSlot struct {
 	sent atomic.Int64
 	// refreshing is set while a background re-read is under way.
 	refreshing atomic.Bool
+	// cov is the subscription session in which a read was sent after a
+	// heartbeat had confirmed the subscription (0: none): from then on the
+	// announcements keep the mark current while the session lasts.
+	cov atomic.Uint64
 }
 
 // raise records m, read by a request sent at sent (0: an announcement,
@@ -212,6 +238,11 @@ type marks struct {
 	spawn func(name string, work func(ctx context.Context))
 	// available reports whether the store may be asked (the breaker).
 	available func() bool
+	// session is the invalidation subscription's live session (nil: no
+	// heartbeat, the marks are trusted by their reads alone); beat is the
+	// newest heartbeat answered in it. See "Trusted by the subscription".
+	session func() uint64
+	beat    atomic.Pointer[heartbeat]
 	// seen is the highest generation this process has seen (in a mark
 	// read or announced, or a counter read): the floor below which it
 	// never writes the counter (see "Across a loss of Redis's data").
@@ -317,10 +348,16 @@ func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, err
 		// What this process knows of a mark applies however old it is
 		// (marks only go up): only a verdict of "valid" needs a recent read.
 		state = max(state, s.against(st.gen))
-		if sent := s.sent.Load(); sent == 0 || now-sent >= int64(m.trust) {
-			unsure = append(unsure, tag)
+		sent := s.sent.Load()
+		if sent != 0 && now-sent < int64(m.trust)/2 {
 			return
-		} else if now-sent >= int64(m.trust)/2 && !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
+		}
+		if m.beatVouches(s, now) {
+			return
+		}
+		if sent == 0 || now-sent >= int64(m.trust) {
+			unsure = append(unsure, tag)
+		} else if !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
 			m.refreshAsync(tag, s)
 		}
 	}
@@ -373,7 +410,7 @@ func (m *marks) vouched(tags []string, gen uint64) (bool, invState) {
 	state := invValid
 	for _, t := range tags {
 		s := m.slot(t)
-		if now-s.sent.Load() >= int64(m.trust) {
+		if now-s.sent.Load() >= int64(m.trust) && !m.beatVouches(s, now) {
 			return false, state
 		}
 		state = max(state, s.against(gen))
@@ -388,18 +425,70 @@ func (m *marks) refresh(ctx context.Context, tags []string) error {
 	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.trust)
 		defer cancel()
+		cov := m.cover() // before the read is sent
 		sent := m.mono()
 		got, err := m.read(ctx, tags)
 		if err != nil {
 			return struct{}{}, err
 		}
 		for i, t := range tags {
-			m.slot(t).raise(got[i], sent)
+			s := m.slot(t)
+			s.raise(got[i], sent)
+			raise(&s.cov, cov)
 			m.saw(max(got[i].hard, got[i].soft))
 		}
 		return struct{}{}, nil
 	})
 	return err
+}
+
+// heartbeat is a heartbeat of the invalidation subscription answered in
+// session: every announcement published before sent (marks' clock) has
+// been applied.
+type heartbeat struct {
+	session uint64
+	sent    int64
+}
+
+// beaten records a heartbeat answered in session (the notifier's
+// callback, on its receiving goroutine, after the announcements received
+// before it were applied).
+func (m *marks) beaten(session uint64, sent int64) {
+	for {
+		cur := m.beat.Load()
+		if cur != nil && (cur.session > session || cur.session == session && cur.sent >= sent) {
+			return
+		}
+		if m.beat.CompareAndSwap(cur, &heartbeat{session: session, sent: sent}) {
+			return
+		}
+	}
+}
+
+// cover is the session a mark read sent now is covered in: the live one
+// once a heartbeat answered in it, else 0. The heartbeat's answer came
+// after the subscription took effect on the socket that carries the
+// session, so a read sent after it sees every mark raised before it was
+// processed, and the session's announcements every one raised after.
+func (m *marks) cover() uint64 {
+	if m.session == nil {
+		return 0
+	}
+	if b := m.beat.Load(); b != nil && b.session == m.session() {
+		return b.session
+	}
+	return 0
+}
+
+// beatVouches reports whether the subscription vouches for s's mark at
+// now: it was read in the live session, after a heartbeat confirmed it,
+// and a heartbeat sent less than trust ago was answered in that session.
+func (m *marks) beatVouches(s *markSlot, now int64) bool {
+	if m.session == nil {
+		return false
+	}
+	b := m.beat.Load()
+	return b != nil && now-b.sent < int64(m.trust) && s.cov.Load() == b.session && b.session == m.session()
 }
 
 // refreshAsync re-reads tag's mark in the background, before its trust

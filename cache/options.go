@@ -191,8 +191,13 @@ type Options struct {
 	// times; then the entry counts as expired and is recomputed), so it
 	// must exceed the slowest Redis round trip worth waiting for: raise it
 	// for a distant Redis. Hot tags are re-read in the background every δ/2; a hit
-	// waits for a mark read at most once per δ per tag. Not used without
-	// Redis (process-local marks are always current). Default: 100ms.
+	// waits for a mark read at most once per δ per tag. With a single Redis
+	// (a *redis.Client) the invalidation subscription vouches for the marks
+	// instead, PINGed every δ/4: while its PINGs are answered within 3δ/4, a
+	// path waits for a mark read only the first time the process meets a tag
+	// (or after the subscription broke), however idle the process or far
+	// the Redis (docs/how-it-works.md). Not used without Redis
+	// (process-local marks are always current). Default: 100ms.
 	InvalidationWait time.Duration
 }
 

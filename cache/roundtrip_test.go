@@ -18,7 +18,11 @@ import (
 // alone (a script run is one EVALSHA once the script is loaded), one per
 // pipeline. Pub/sub traffic is not counted: a notification is pushed, not
 // asked for.
-type roundTrips struct{ n atomic.Int64 }
+type roundTrips struct {
+	n atomic.Int64
+	// marks counts the invalidation marks' reads (a pipeline of HMGETs).
+	marks atomic.Int64
+}
 
 func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -35,6 +39,9 @@ func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		if cmds[0].Name() == "hmget" {
+			r.marks.Add(1)
+		}
 		if !handshake(cmds[0]) {
 			r.n.Add(1)
 		}

@@ -193,6 +193,12 @@ func (c *checker) degraded(a answer) bool {
 	if a.outcome == "degraded" {
 		return true
 	}
+	// A value some caller was answered as Degraded lives only in the
+	// memory of the replica that computed it: there it stays degraded
+	// whatever it answers as next (a stale stand-in for a failing compute).
+	if cp := c.computes[a.v.ID]; cp != nil && cp.Replica == a.op.Replica && c.degradedIDs[a.v.ID] {
+		return true
+	}
 	// A path that does not say (GetOrCompute, a batch), or a compute this
 	// caller ran or shared: degraded if its own replica computed it while
 	// a fault kept that replica from Redis.
@@ -473,8 +479,10 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 		// The load's clock starts before its compute does (the claim
 		// comes first): no later than the call that started it.
 		start := min(cp.Began, c.invoked(cp.Req))
-		if after > 0 && ofLoad && cp.Began < a.op.Return && (cp.Ended == 0 || cp.Ended+fill > a.op.Return) &&
-			a.op.Return-start >= after {
+		// A replica cut from Redis cannot see a load end (its lease stays
+		// in Redis): to it the load goes on.
+		goesOn := cp.Ended == 0 || cp.Ended+fill > a.op.Return || c.unreachable(a.op.Replica, cp.Ended, a.op.Return)
+		if after > 0 && ofLoad && cp.Began < a.op.Return && goesOn && a.op.Return-start >= after {
 			return true // answered while the load (its compute, then its fill) went on
 		}
 		// A batch's compute fails for all its keys when one key's does,

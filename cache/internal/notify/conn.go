@@ -22,6 +22,10 @@ type psConn struct {
 	// outbox are the commands to send, in order (see outbox.go).
 	outbox  []sendReq
 	sending bool // a sender drains outbox
+	// beats are the heartbeat PINGs written and not yet answered, by
+	// payload; beatsQueued those still in outbox (heartbeat.go).
+	beats       map[string]beat
+	beatsQueued int
 }
 
 func (p *psConn) sharded() bool { return p.addr != "" }
@@ -98,7 +102,9 @@ func (n *Notifier) receive(c *psConn) {
 		case *redis.Message:
 			n.wake(c, m.Channel, m.Payload)
 		case *redis.Pong:
-			n.pong(c, m.Payload)
+			if !n.beatAnswered(c, m.Payload) {
+				n.pong(c, m.Payload)
+			}
 		}
 	}
 }
@@ -151,12 +157,14 @@ func (n *Notifier) wake(c *psConn, channel, payload string) {
 // every waiter is released and woken to re-read (polling covers the gap
 // until go-redis has resubscribed).
 func (n *Notifier) reset(c *psConn) {
+	n.session.Add(1) // first: see heartbeat.go
 	if n.OnReset != nil {
 		n.OnReset()
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c.releaseBarriersLocked(errPubSubLost)
+	clear(c.beats) // their answers, if any come, are on a new socket
 	for ch, st := range n.chans {
 		if st.conn != c {
 			continue

@@ -14,6 +14,7 @@ package notify
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,7 +55,12 @@ type Notifier struct {
 	lost        map[string]struct{}
 	kick        chan struct{} // wakes the resubscriber
 	resubActive bool
-	barrierSeq  uint64 // names the barriers' PINGs
+	barrierSeq  uint64 // names the barriers' and heartbeats' PINGs
+	// session counts the breaks of the plain connection seen (Session).
+	session atomic.Uint64
+	// beatClock and beatFn are the heartbeat's (heartbeat.go); nil: none.
+	beatClock func() int64
+	beatFn    func(session uint64, sent int64)
 	// OnReset runs after the plain connection broke: notifications may
 	// have been missed.
 	OnReset func()

@@ -22,6 +22,7 @@ const (
 	sendSubscribe sendKind = iota
 	sendUnsubscribe
 	sendPing // a barrier
+	sendBeat // a heartbeat's PING (heartbeat.go)
 )
 
 // sendReq is one queued command: a channel's (S)SUBSCRIBE or
@@ -60,6 +61,9 @@ func (n *Notifier) sendQueued(c *psConn) {
 		c.outbox = c.outbox[1:]
 		if req.op != nil {
 			req.op.sent = true
+		}
+		if req.kind == sendBeat {
+			n.takeBeatLocked(c, req.name)
 		}
 		n.mu.Unlock()
 		if err := c.send(n.life, req); err != nil {
@@ -104,8 +108,11 @@ func (n *Notifier) sendFailedLocked(c *psConn, req sendReq, err error) (reset bo
 		n.dropLocked(c) // the master is unreachable: its channels go to their current owners
 		return false
 	}
-	if req.kind == sendPing {
+	switch req.kind {
+	case sendPing:
 		delete(c.barriers, req.name)
+	case sendBeat:
+		delete(c.beats, req.name)
 	}
 	return true
 }

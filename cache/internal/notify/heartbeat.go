@@ -1,0 +1,116 @@
+package notify
+
+import (
+	"strconv"
+	"time"
+)
+
+// The heartbeat: PINGs sent in the background on the plain connection,
+// whose answers tell the cache how recently everything published on its
+// permanent subscriptions (the invalidation announcements) has been
+// received.
+//
+// Redis writes a connection's replies and its pushed messages in the order
+// it produced them, so the PONG of a PING that Redis processed at t' comes
+// after every message published on the connection's channels before t'.
+// A PONG proves that only for the socket it came on: the heartbeat is
+// credited only when no break was seen between the PING being taken from
+// the outbox and its answer being read (the same session, see Session).
+// Every go-redis reconnect of the plain connection comes with an error
+// returned to the goroutine that caused it, the receiver or the sender,
+// and each of them moves the session on (reset) before it reads or writes
+// anything else: a PONG read on a new socket either answers a PING taken
+// after that reset, or is read after it.
+
+// beat is a heartbeat PING taken from the outbox: the session then and the
+// time (on the heartbeat's clock) before it was written.
+type beat struct {
+	session uint64
+	sent    int64
+}
+
+// maxBeatsInFlight bounds the heartbeats sent and not answered: a
+// connection that does not answer gets no pile of PINGs.
+const maxBeatsInFlight = 4
+
+// Session counts the breaks of the plain connection seen so far (starting
+// at 1): it moves on before OnReset runs, and before anything else is read
+// from or written to the plain connection after a break was seen.
+func (n *Notifier) Session() uint64 { return n.session.Load() + 1 }
+
+// Heartbeat PINGs the plain connection every `every` until Close, once
+// the permanent subscriptions (Listen) are queued on it; fn is called with the session
+// and the time on clock before the PING was written, for each answer read
+// in the session it was sent in. fn runs on the receiving goroutine, after
+// every message received before the answer was handed to its handler; it
+// may be called after the session moved on and must check. Each PING
+// goes out behind the subscriptions, or go-redis makes them again first
+// on a new socket.
+func (n *Notifier) Heartbeat(every time.Duration, clock func() int64, fn func(session uint64, sent int64)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.beatFn != nil {
+		return
+	}
+	n.beatClock, n.beatFn = clock, fn
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			n.beatOnce()
+			select {
+			case <-t.C:
+			case <-n.life.Done():
+				return
+			}
+		}
+	}()
+}
+
+// beatOnce queues one heartbeat PING on the plain connection, if it exists
+// and not too many are unanswered.
+func (n *Notifier) beatOnce() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.conns[""]
+	if n.closed || c == nil || len(n.handlers) == 0 || len(c.beats)+c.beatsQueued >= maxBeatsInFlight {
+		return
+	}
+	for ch := range n.handlers {
+		// Its SUBSCRIBE must be queued ahead (a waiter's Subscribe may
+		// have made the connection first).
+		if st := n.chans[ch]; st == nil || st.conn != c || st.lastSub == nil {
+			return
+		}
+	}
+	n.barrierSeq++
+	c.beatsQueued++
+	n.enqueueLocked(c, sendReq{kind: sendBeat, name: "stampede-heartbeat-" + strconv.FormatUint(n.barrierSeq, 10)})
+}
+
+// takeBeatLocked records a heartbeat PING about to be written; call with
+// n.mu held.
+func (n *Notifier) takeBeatLocked(c *psConn, id string) {
+	c.beatsQueued--
+	if c.beats == nil {
+		c.beats = make(map[string]beat)
+	}
+	c.beats[id] = beat{session: n.session.Load() + 1, sent: n.beatClock()}
+}
+
+// beatAnswered hands a heartbeat's answer to fn when it came in the
+// session its PING was taken in; it reports whether payload was a
+// heartbeat's.
+func (n *Notifier) beatAnswered(c *psConn, payload string) bool {
+	n.mu.Lock()
+	b, ok := c.beats[payload]
+	delete(c.beats, payload)
+	fn := n.beatFn
+	n.mu.Unlock()
+	if ok && fn != nil && b.session == n.Session() {
+		fn(b.session, b.sent)
+	}
+	return ok
+}

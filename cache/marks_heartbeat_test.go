@@ -1,0 +1,77 @@
+package cache
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The subscription's heartbeat vouches for a mark only when the mark was
+// read after a heartbeat of the live session was answered, and only for
+// trust from the newest heartbeat of that session; a break (a new session)
+// withdraws it at once, even from a heartbeat credited late, and a mark
+// read before the subscription was confirmed is vouched for by its read
+// alone.
+func TestMarksTrustedByTheHeartbeat(t *testing.T) {
+	ctx := context.Background()
+	const trust = 50 * time.Millisecond
+	var reads atomic.Int32
+	var clock atomic.Int64
+	var session atomic.Uint64
+	clock.Store(int64(time.Second))
+	session.Store(1)
+	m := &marks{trust: trust, clock: clock.Load, session: session.Load,
+		spawn: func(string, func(context.Context)) {}, // no background re-reads: the test counts
+		read: func(_ context.Context, tags []string) ([]mark, error) {
+			reads.Add(1)
+			return make([]mark, len(tags)), nil
+		}}
+	// check checks an entry of generation 1 tagged "t", which must be
+	// valid, and counts the reads it made.
+	check := func(what string, wantReads int32) {
+		t.Helper()
+		before := reads.Load()
+		if st, err := m.check(ctx, stamp{gen: 1, tags: []string{"t"}}); st != invValid || err != nil {
+			t.Fatalf("%s: %d %v", what, st, err)
+		}
+		if n := reads.Load() - before; n != wantReads {
+			t.Fatalf("%s: %d reads, want %d", what, n, wantReads)
+		}
+	}
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
+
+	check("first check", 1) // read before any heartbeat: not covered
+	advance(trust)
+	m.beaten(1, clock.Load())
+	check("past its read's trust, read before the subscription was confirmed", 1) // covered from now on
+	advance(trust / 2)
+	m.beaten(1, clock.Load())
+	advance(trust * 3 / 4)
+	check("past its read's trust, a heartbeat answered since", 0)
+	advance(trust)
+	check("the heartbeats late", 1)
+	m.beaten(1, clock.Load())
+	advance(trust * 3 / 4)
+	check("read in the session, a heartbeat answered since", 0)
+
+	// A break: the session moves on before anything else is read.
+	session.Add(1)
+	check("after a break, the read's own trust", 0)
+	advance(trust)
+	m.beaten(1, clock.Load()) // credited after the break: ignored
+	check("after a break, a late heartbeat of the old session", 1)
+	advance(trust)
+	m.beaten(2, clock.Load())
+	check("read before the new session was confirmed", 1)
+	advance(trust * 3 / 4)
+	m.beaten(2, clock.Load())
+	advance(trust / 2)
+	check("read in the new session", 0)
+
+	// An announcement raises a vouched mark at once.
+	m.announced(announcement([]string{"t"}, 5, false))
+	if st, _ := m.check(ctx, stamp{gen: 1, tags: []string{"t"}}); st != invHard {
+		t.Fatalf("after an announcement: %d", st)
+	}
+}
