@@ -83,12 +83,12 @@ func (s *localStore[V]) expire(k keys) {
 	defer s.mu.Unlock()
 	delete(s.claims, k.key) // the compute in flight, if any, is fenced out
 	now := s.now()
-	if e, ok := s.entries.get(k.key, now.UnixNano()); ok {
+	if e, ok := s.entries.Get(k.key, now.UnixNano()); ok {
 		if w, keep := expireWindows(e.w, e.failSafe, now); keep && !e.negative {
 			e.w = w
-			s.entries.put(k.key, e, e.w.ErrorUntil.UnixNano())
+			s.entries.Put(k.key, e, e.w.ErrorUntil.UnixNano())
 		} else {
-			s.entries.delete(k.key)
+			s.entries.Delete(k.key)
 		}
 	}
 	s.wakeLocked(k.key)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/stampede-go/stampede/cache/internal/clockmap"
 )
 
 // localStore is the [store] of a Cache without Redis: entries in a bounded
@@ -14,7 +16,7 @@ import (
 // or abandons (a compute past ComputeTimeout is abandoned).
 type localStore[V any] struct {
 	now     func() time.Time
-	entries *clockMap[V]
+	entries *clockmap.Map[entry[V]]
 
 	mu      sync.Mutex
 	claims  map[string]uint64 // key -> token of its holder
@@ -26,12 +28,12 @@ type localStore[V any] struct {
 var _ store[struct{}] = (*localStore[struct{}])(nil)
 
 func newLocalStore[V any](size int, now func() time.Time) *localStore[V] {
-	return &localStore[V]{now: now, entries: newClockMap[V](size),
+	return &localStore[V]{now: now, entries: clockmap.New[entry[V]](size),
 		claims: make(map[string]uint64), waiters: make(map[string]map[*localWaiter]struct{})}
 }
 
 func (s *localStore[V]) read(_ context.Context, k keys, _ readMode) (entry[V], bool, error) {
-	e, ok := s.entries.get(k.key, s.now().UnixNano())
+	e, ok := s.entries.Get(k.key, s.now().UnixNano())
 	return e, ok, nil
 }
 
@@ -74,7 +76,7 @@ func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillRes
 	for i, r := range reqs {
 		if s.holdsLocked(r.k.key, r.claim) {
 			delete(s.claims, r.k.key)
-			s.entries.put(r.k.key, r.e, r.e.w.ErrorUntil.UnixNano())
+			s.entries.Put(r.k.key, r.e, r.e.w.ErrorUntil.UnixNano())
 			out[i].stored = true
 		} else {
 			out[i].fenced = true
@@ -97,7 +99,7 @@ func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.claims, k.key) // the compute in flight, if any, is fenced out
-	s.entries.put(k.key, e, e.w.ErrorUntil.UnixNano())
+	s.entries.Put(k.key, e, e.w.ErrorUntil.UnixNano())
 	s.wakeLocked(k.key)
 	return nil
 }
@@ -106,7 +108,7 @@ func (s *localStore[V]) delete(_ context.Context, k keys) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.claims, k.key)
-	s.entries.delete(k.key)
+	s.entries.Delete(k.key)
 	s.wakeLocked(k.key)
 	return nil
 }
@@ -186,4 +188,4 @@ func (s *localStore[V]) available() bool { return true }
 func (s *localStore[V]) close() error { return nil }
 
 // sweep drops the entries past their last window.
-func (s *localStore[V]) sweep() { s.entries.sweep(s.now().UnixNano()) }
+func (s *localStore[V]) sweep() { s.entries.Sweep(s.now().UnixNano()) }

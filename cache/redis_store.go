@@ -552,7 +552,7 @@ func (s *redisStore[V]) reloadTopology() {
 func (s *redisStore[V]) redisOK(ctx context.Context) {
 	if s.c.brk.success() {
 		if s.c.kept != nil { // what the outage computed must not answer in the next one
-			s.c.kept.clear()
+			s.c.kept.Clear()
 		}
 		s.c.logRare(ctx, slog.LevelInfo, "stampede: Redis answers again (breaker closed)", "", nil, slog.String("addr", s.addrs()))
 		s.c.observe(ctx, Event{Kind: EventBreakerClosed})
