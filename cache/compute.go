@@ -164,7 +164,7 @@ func withPrevious[V any](ctx context.Context, tasks []*task[V]) context.Context 
 			if prev == nil {
 				prev = make(map[string]V, len(tasks))
 			}
-			prev[t.k.key] = t.prev.value
+			prev[t.k.Key] = t.prev.value
 		}
 	}
 	if prev == nil {

@@ -219,7 +219,7 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 // what this process computed in the last DegradedTTL, or by computing it.
 func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *entry[V]) (loaded[V], error) {
 	now := c.now()
-	if e, fresh, ok := c.keptEntry(k.key, now); ok {
+	if e, fresh, ok := c.keptEntry(k.Key, now); ok {
 		if fresh {
 			return e.loaded(Degraded), nil
 		}
@@ -227,11 +227,11 @@ func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *
 			prev = &e
 		}
 	}
-	r, floor, err := c.computeDegraded(ctx, []string{k.key}, fn)
+	r, floor, err := c.computeDegraded(ctx, []string{k.Key}, fn)
 	if err != nil {
 		return loaded[V]{}, err
 	}
-	l, err := c.degradedFor(ctx, k.key, r, prev, floor)
-	c.keep(k.key, l, err, prev, c.now(), floor)
+	l, err := c.degradedFor(ctx, k.Key, r, prev, floor)
+	c.keep(k.Key, l, err, prev, c.now(), floor)
 	return l, err
 }

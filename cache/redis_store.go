@@ -44,7 +44,7 @@ func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V
 	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, rdb)}
 	// The shared read names the value key only when it sends a GET: a
 	// caller that joins a GET in flight builds no string.
-	s.getFn = func(ctx context.Context, key string) (reply, error) { return s.get(ctx, c.keysFor(key).value) }
+	s.getFn = func(ctx context.Context, key string) (reply, error) { return s.get(ctx, c.keysFor(key).Value) }
 	s.reads.within = s.budget.d
 	c.brk.probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
@@ -95,13 +95,13 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 	var err error
 	switch mode {
 	case readShared:
-		r, err = s.reads.do(ctx, k.key, s.getFn)
+		r, err = s.reads.do(ctx, k.Key, s.getFn)
 	case readOwn:
-		r, err = s.get(ctx, k.value)
+		r, err = s.get(ctx, k.Value)
 	case readWaiting:
 		// A waiter's failure does not count towards the breaker (see
 		// Cache.wait); its success still closes it.
-		if r, err = s.getRaw(ctx, k.value); err == nil {
+		if r, err = s.getRaw(ctx, k.Value); err == nil {
 			s.redisOK(ctx)
 		} else {
 			s.noteRedisError(ctx, err)
@@ -111,9 +111,9 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 		return entry[V]{}, false, err
 	}
 	if mode != readShared {
-		s.reads.forget(k.key) // this reply may answer a caller: see readGroup.forget
+		s.reads.forget(k.Key) // this reply may answer a caller: see readGroup.forget
 	}
-	return s.c.decodeEntry(ctx, k.key, r, mode != readOwn)
+	return s.c.decodeEntry(ctx, k.Key, r, mode != readOwn)
 }
 
 // get runs one GET, recording Redis' health for the breaker.
@@ -156,11 +156,11 @@ func isWrongType(err error) bool {
 func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, each func(i int, e entry[V], found bool)) error {
 	vkeys := make([]string, len(ks))
 	for i, k := range ks {
-		vkeys[i] = k.value
+		vkeys[i] = k.Value
 	}
 	give := func(i int, r reply) {
-		s.reads.forget(ks[i].key) // not a read of the group: see readGroup.forget
-		e, found, _ := s.c.decodeEntry(ctx, ks[i].key, r, mode != readOwn)
+		s.reads.forget(ks[i].Key) // not a read of the group: see readGroup.forget
+		e, found, _ := s.c.decodeEntry(ctx, ks[i].Key, r, mode != readOwn)
 		each(i, e, found)
 	}
 	fail := func(err error) error {
@@ -229,7 +229,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 		cmds := make([]*redis.Cmd, len(ks))
 		pipe := s.rdb.Pipeline()
 		for i, k := range ks {
-			cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
+			cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.Value, k.Lease()}, tokens[i], ttl)
 		}
 		genCmd := pipe.HGet(ctx, s.c.invKey(), "g")
 		if _, err := pipe.Exec(ctx); brokenConn(err) {
@@ -243,7 +243,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 				if retry == nil {
 					retry = s.rdb.Pipeline()
 				}
-				cmds[i] = claimScript.Eval(ctx, retry, []string{k.value, k.lease()}, tokens[i], ttl)
+				cmds[i] = claimScript.Eval(ctx, retry, []string{k.Value, k.Lease()}, tokens[i], ttl)
 			}
 		}
 		if retry != nil {
@@ -265,7 +265,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 	}
 	for i := range ks {
 		if err != nil {
-			out[i] = claimed[V]{err: fmt.Errorf("cache: claim %s: %w", ks[i].lease(), err)}
+			out[i] = claimed[V]{err: fmt.Errorf("cache: claim %s: %w", ks[i].Lease(), err)}
 		} else {
 			out[i] = s.claimed(ctx, ks[i], tokens[i], rep.claims[i])
 			if out[i].won && genErr != nil { // a compute without a generation could not be checked
@@ -275,7 +275,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 			}
 			out[i].claim.gen = gen
 		}
-		s.c.observeClaim(ctx, ks[i].key, out[i], start)
+		s.c.observeClaim(ctx, ks[i].Key, out[i], start)
 	}
 	return out
 }
@@ -288,16 +288,16 @@ func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *
 	}
 	if err != nil {
 		s.redisFailed(ctx, err)
-		return claimed[V]{err: fmt.Errorf("cache: claim %s: %w", k.lease(), err)}
+		return claimed[V]{err: fmt.Errorf("cache: claim %s: %w", k.Lease(), err)}
 	}
 	if won, _ := res[0].(int64); won == 0 {
 		ms, _ := res[1].(int64)
 		return claimed[V]{remaining: time.Duration(max(ms, 0)) * time.Millisecond}
 	}
 	cl := claim[V]{k: k, token: token, reread: true}
-	s.reads.forget(k.key) // the claim read the value too
+	s.reads.forget(k.Key) // the claim read the value too
 	if v, ok := res[1].(string); ok {
-		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
+		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.Key, reply{s: v, found: true}, false)
 		if cl.found && !cl.seen.negative {
 			cl.raw = envelopeValue(v)
 		}
@@ -369,7 +369,7 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 	return out
 }
 
-func fillKeys(k keys) []string { return []string{k.value, k.lease()} }
+func fillKeys(k keys) []string { return []string{k.Value, k.Lease()} }
 
 // fillArgs encodes a fill for the fill script: envelope, TTL, token,
 // channel, SPUBLISH flag, the largest envelope a notification carries,
@@ -379,8 +379,8 @@ func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.channel(), s.shardArg(), notifyMaxBytes,
-		s.c.invalidationChannel(), s.c.id + " " + r.k.key}, nil
+	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.Channel(), s.shardArg(), notifyMaxBytes,
+		s.c.invalidationChannel(), s.c.id + " " + r.k.Key}, nil
 }
 
 // refill retries a fill that failed on a Redis error (a failover, a
@@ -390,7 +390,7 @@ func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
 // the lease expired, or a newer lease, Set or Delete happened meanwhile, it
 // is rejected.
 func (s *redisStore[V]) refill(k keys, args []any) {
-	s.c.goBackground("\x00fill "+k.key, func(ctx context.Context) {
+	s.c.goBackground("\x00fill "+k.Key, func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, s.c.opts.LeaseTTL+s.c.opts.WaitTimeout)
 		defer cancel()
 		for attempt := 1; retry.Sleep(ctx.Done(), retry.Backoff(attempt)); attempt++ {
@@ -406,10 +406,10 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 				case stored:
 					s.c.stats.refills.Add(1)
 					if s.c.l1 != nil {
-						s.c.l1.invalidate(k.key) // the announcement skips this replica
+						s.c.l1.invalidate(k.Key) // the announcement skips this replica
 					}
 				case cmd.Err() == nil:
-					s.c.fencedOut(ctx, k.key)
+					s.c.fencedOut(ctx, k.Key)
 				}
 				return
 			}
@@ -433,10 +433,10 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 	}
 	s.redisOK(ctx)
 	if res[1] == 1 {
-		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
+		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.Key})
 	}
 	if res[0] == 1 {
-		s.reads.forget(k.key)
+		s.reads.forget(k.Key)
 	}
 	return res[0] == 1
 }
@@ -447,13 +447,13 @@ func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim[V]) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	n, err := runStep(actx, s.budget, func(ctx context.Context) (int64, error) {
-		return abandonScript.Run(ctx, s.rdb, []string{k.lease()}, cl.token, k.channel(), s.shardArg()).Int64()
+		return abandonScript.Run(ctx, s.rdb, []string{k.Lease()}, cl.token, k.Channel(), s.shardArg()).Int64()
 	})
 	switch {
 	case err != nil:
 		s.redisFailed(actx, err)
 	case n == 0:
-		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
+		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.Key})
 	}
 }
 
@@ -464,27 +464,27 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 	if err != nil {
 		return err
 	}
-	args := []any{b, keepMillis(e.w, s.c.now()), k.channel(), s.c.invalidationChannel(), s.c.id + " " + k.key, s.shardArg(), notifyMaxBytes}
+	args := []any{b, keepMillis(e.w, s.c.now()), k.Channel(), s.c.invalidationChannel(), s.c.id + " " + k.Key, s.shardArg(), notifyMaxBytes}
 	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
-		return setScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, args...).Result()
+		return setScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, args...).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
-		return fmt.Errorf("cache: set %s: %w", k.value, err)
+		return fmt.Errorf("cache: set %s: %w", k.Value, err)
 	}
-	s.reads.forget(k.key)
+	s.reads.forget(k.Key)
 	return nil
 }
 
 // delete implements [store] like set.
 func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
-		return deleteScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, k.channel(),
-			s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Result()
+		return deleteScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, k.Channel(),
+			s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
-		return fmt.Errorf("cache: delete %s: %w", k.value, err)
+		return fmt.Errorf("cache: delete %s: %w", k.Value, err)
 	}
-	s.reads.forget(k.key)
+	s.reads.forget(k.Key)
 	return nil
 }
 
@@ -493,8 +493,8 @@ func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscription) (entry[V], bool, error) {
 	if w, ok := sub.(redisSubscription); ok {
 		if p := w.Take(); isEnvelope(p) {
-			if e, found, _ := s.c.decodeEntry(ctx, k.key, reply{s: p, found: true}, false); found {
-				s.reads.forget(k.key) // see readGroup.forget
+			if e, found, _ := s.c.decodeEntry(ctx, k.Key, reply{s: p, found: true}, false); found {
+				s.reads.forget(k.Key) // see readGroup.forget
 				return e, true, nil
 			}
 		}
@@ -508,7 +508,7 @@ func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscripti
 func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, error) {
 	ctx, cancel := s.budget.bound(ctx)
 	defer cancel()
-	w, err := s.notify.Subscribe(ctx, k.channel())
+	w, err := s.notify.Subscribe(ctx, k.Channel())
 	return redisSubscription{w}, err
 }
 
