@@ -28,8 +28,9 @@ import (
 // data (so the phase after the outage measures a recovery, not a cold
 // cache), and it adds latency, which stopping a server cannot.
 
-// faultLatency is what the redis-slow phase adds each way.
-const faultLatency = 50 * time.Millisecond
+// faultLatency is what the redis-slow phase adds each way: one way under
+// RedisTimeout, the round trip past it.
+const faultLatency = 150 * time.Millisecond
 
 // faultGrace bounds how long calls still in flight when the last phase
 // ends may take before they are cut (and counted as errors).
@@ -39,8 +40,11 @@ const faultGrace = 15 * time.Second
 // entries of the origin-failing phase are inside it.
 //
 // stampede's strategies run with cache.Options' other defaults, among them
-// RedisTimeout (250 ms per Redis step): the redis-slow phase's round trip
-// (2 x faultLatency) stays within it.
+// RedisTimeout (250 ms per Redis step) and InvalidationWait (100 ms): the
+// redis-slow phase's round trip (2 x faultLatency, 300 ms) is past both, a
+// Redis slow, not down (issue 30), and the phase is judged by the origin's
+// calls per second against the healthy phase's (column "× healthy": a slow
+// Redis must not cost the origin more), not only by latency.
 const faultStaleIfError = time.Minute
 
 // quietRedisLog drops go-redis' own log lines ("failed to dial after 5
@@ -255,6 +259,13 @@ func runFaults(ctx context.Context, cfg config, admin *redis.Client, base *redis
 		}
 		res.finish(elapsed[i])
 		out = append(out, res)
+	}
+	// Each phase's origin calls against the healthy phase's (the first):
+	// the redis-slow phase is judged by it, not only by latency.
+	if len(out) > 0 && out[0].OriginPerSec > 0 {
+		for i := range out {
+			out[i].OriginVsHealthy = out[i].OriginPerSec / out[0].OriginPerSec
+		}
 	}
 	return out, nil
 }

@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,7 +40,10 @@ import (
 )
 
 type config struct {
-	replicas, callers, keys  int
+	replicas, callers, keys int
+	// replicaCounts are the storm's replica counts (-replicas 8,32,64);
+	// replicas is the first, for the other scenarios.
+	replicaCounts            []int
 	originLatency, ttl       time.Duration
 	duration, think          time.Duration
 	valueSize                int
@@ -78,7 +82,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	var cfg config
-	fs.IntVar(&cfg.replicas, "replicas", 8, "simulated replicas, each with its own cache and Redis client")
+	replicas := fs.String("replicas", "8", "simulated replicas, each with its own cache and Redis client; a comma-separated list runs the storm once per count")
 	fs.IntVar(&cfg.callers, "callers", 100, "concurrent callers per replica")
 	fs.IntVar(&cfg.keys, "keys", 1000, "keys of the Zipf distribution")
 	fs.DurationVar(&cfg.originLatency, "latency", 50*time.Millisecond, "origin latency")
@@ -86,7 +90,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "duration of each strategy's run")
 	fs.DurationVar(&cfg.think, "think", 10*time.Millisecond, "mean pause of a caller between requests (0: none)")
 	fs.IntVar(&cfg.valueSize, "value-size", 256, "value size in bytes")
-	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution)")
+	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution), overload (the storm at 64 replicas x 50 callers, whatever -replicas and -callers say)")
 	strats := fs.String("strategies", "all", "comma-separated strategies of the storm scenario, or all: "+strings.Join(strategyNames(), ", "))
 	dists := fs.String("dists", "hot,zipf", "key distributions: hot, zipf")
 	fs.IntVar(&cfg.httpInstances, "http-instances", 4, "server instances of the http scenario")
@@ -108,7 +112,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 				apply()
 			}
 		}
-		def("replicas", func() { cfg.replicas = 3 })
+		def("replicas", func() { *replicas = "3" })
 		def("callers", func() { cfg.callers = 20 })
 		def("keys", func() { cfg.keys = 100 })
 		def("latency", func() { cfg.originLatency = 20 * time.Millisecond })
@@ -119,6 +123,17 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		def("fault-phase", func() { cfg.faultPhase = time.Second })
 		def("fault-settle", func() { cfg.faultSettle = 500 * time.Millisecond })
 	}
+	for _, r := range split(*replicas) {
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 1 || n > 64 {
+			return cfg, fmt.Errorf("need 1 <= replicas <= 64, got %q", r)
+		}
+		cfg.replicaCounts = append(cfg.replicaCounts, n)
+	}
+	if len(cfg.replicaCounts) == 0 {
+		return cfg, errors.New("need at least one replica count")
+	}
+	cfg.replicas = cfg.replicaCounts[0]
 	cfg.scenarios = split(*scenarios)
 	cfg.dists = split(*dists)
 	cfg.strats = split(*strats)
@@ -144,7 +159,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		}
 	}
 	for _, s := range cfg.scenarios {
-		if s != "storm" && s != "http" && s != "hits" && s != "faults" {
+		if s != "storm" && s != "http" && s != "hits" && s != "faults" && s != "overload" {
 			return cfg, fmt.Errorf("unknown scenario %q", s)
 		}
 	}
@@ -168,6 +183,21 @@ func clientOptions(base *redis.Options, which string) *redis.Options {
 	o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
 	o.MaxRetries = 1
 	return &o
+}
+
+// stormSizes are the (replicas, callers) of a storm scenario's runs: the
+// overload scenario is 64 replicas x 50 callers (issue 30: where a slow
+// Redis used to turn into local computes), the storm one run per -replicas
+// count.
+func stormSizes(cfg config, scenario string) [][2]int {
+	if scenario == "overload" {
+		return [][2]int{{64, 50}}
+	}
+	var out [][2]int
+	for _, r := range cfg.replicaCounts {
+		out = append(out, [2]int{r, cfg.callers})
+	}
+	return out
 }
 
 func split(s string) []string {
@@ -241,18 +271,25 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 				continue
 			}
 			switch scenario {
-			case "storm":
-				for _, def := range strategies {
-					if !slices.Contains(cfg.strats, def.name) {
-						continue
+			case "storm", "overload":
+				for _, size := range stormSizes(cfg, scenario) {
+					scfg, sd := cfg, d
+					scfg.replicas, scfg.callers = size[0], size[1]
+					if scenario == "overload" || len(cfg.replicaCounts) > 1 {
+						sd.name = fmt.Sprintf("%s/%dx%d", d.name, size[0], size[1]) // a namespace may hold "/"
 					}
-					res, err := runStorm(ctx, cfg, admin, newClient, def, d, p)
-					if err != nil {
-						return nil, fmt.Errorf("storm %s %s: %w", d.name, def.name, err)
-					}
-					rep.Results = append(rep.Results, res)
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
+					for _, def := range strategies {
+						if !slices.Contains(cfg.strats, def.name) {
+							continue
+						}
+						res, err := runStorm(ctx, scfg, admin, newClient, def, sd, p)
+						if err != nil {
+							return nil, fmt.Errorf("storm %s %s: %w", sd.name, def.name, err)
+						}
+						rep.Results = append(rep.Results, res)
+						if ctx.Err() != nil {
+							return nil, ctx.Err()
+						}
 					}
 				}
 			case "faults":

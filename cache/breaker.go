@@ -20,6 +20,8 @@ type breaker struct {
 	failures  atomic.Int32
 	openUntil atomic.Int64 // unix nanoseconds; 0 when closed
 	probing   atomic.Bool
+	// lastSilence is when the last silence counted (unix nanoseconds).
+	lastSilence atomic.Int64
 }
 
 // allow reports whether a call may use Redis now. Past the cooldown of an
@@ -55,6 +57,21 @@ func (b *breaker) failure() (opened bool) {
 		b.probing.Store(false)
 	}
 	return opened
+}
+
+// silence records a step that found Redis silent for its whole budget
+// (see redisHealth). Silences less than spacing apart are one observation
+// of the same silence, counted once: the steps a burst of callers started
+// together (a fleet's cold start, every connection dialled at once) end
+// together, and must not open the breaker by their number alone. A Redis
+// silent for good still opens it, after threshold spacings.
+func (b *breaker) silence(spacing time.Duration) (opened bool) {
+	now := time.Now().UnixNano()
+	last := b.lastSilence.Load()
+	if now-last < int64(spacing) || !b.lastSilence.CompareAndSwap(last, now) {
+		return false
+	}
+	return b.failure()
 }
 
 // probeFailed records a failed probe: the breaker stays open for another

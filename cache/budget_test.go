@@ -228,15 +228,49 @@ func slowRedis(t *testing.T, oneWay time.Duration) string {
 	return p.Addr()
 }
 
-// Redis 100 ms away each way (a 200 ms round trip) with a 100 ms budget: every step runs out of it, so every call answers within about one
-// budget, degraded, instead of 0.2–1.2 s.
+// Redis that turns 100 ms away each way (a 200 ms round trip) with a 100 ms
+// budget. Before issue 30 every step ran out of the budget and every call answered
+// degraded, an origin call each. A slow Redis is not a down one: the first
+// calls may degrade (until a first late reply shows Redis alive, a Redis
+// silent for a whole budget cannot be told from a dead one), then the
+// budget follows the round trip, calls answer from Redis, and the breaker
+// never opens. InvalidationWait, a promise to invalidators and not a
+// budget, must exceed the round trip (see Options.InvalidationWait).
+//
+// With ContextTimeoutEnabled a lone sequential caller is not covered: its
+// first step runs inline and is cut at the budget with its connection,
+// and each later step meets a new connection's handshake past the budget
+// (see docs/operating.md); the fleet tests (slow_redis_test.go) cover that
+// client with concurrent callers.
 func TestBudgetBoundsEachStepAgainstASlowRedis(t *testing.T) {
-	for _, cfg := range clientConfigs {
+	for _, cfg := range clientConfigs[:1] {
 		t.Run(cfg.name, func(t *testing.T) {
-			c := budgeted(t, cfg.opts(slowRedis(t, 100*time.Millisecond)), cache.Options{Namespace: redistest.Prefix(t)})
-			boundedSequence(t, c, 20, 20)
-			if st := c.Stats(); st.RedisErrors == 0 || st.Degraded != 20 {
-				t.Errorf("stats %+v, want every call degraded after Redis errors", st)
+			p := newProxy(t)
+			c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), InvalidationWait: time.Second})
+			origin := func(context.Context) (string, error) { return "v", nil }
+			if _, err := c.Fetch(context.Background(), "warm", origin); err != nil { // Redis answered once, fast
+				t.Fatal(err)
+			}
+			p.SetLatency(100 * time.Millisecond)
+			var outcomes []cache.Outcome
+			for i := range 12 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				r, err := c.Fetch(ctx, "k"+strconv.Itoa(i%6), origin)
+				cancel()
+				if err != nil || r.Value != "v" {
+					t.Fatalf("call %d: %+v %v", i, r, err)
+				}
+				outcomes = append(outcomes, r.Outcome)
+			}
+			// Each of the first calls may meet the silence until the first
+			// late reply; after that none computes locally.
+			for i, o := range outcomes[4:] {
+				if o == cache.Degraded {
+					t.Errorf("call %d: degraded once Redis was learnt slow (outcomes %v)", 4+i, outcomes)
+				}
+			}
+			if st := c.Stats(); st.BreakerOpen {
+				t.Errorf("breaker open against a Redis that answers: %+v", st)
 			}
 		})
 	}

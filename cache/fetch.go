@@ -87,6 +87,11 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 		if ctx.Err() != nil {
 			return Result[V]{}, context.Cause(ctx)
 		}
+		if underLoad(err) { // Redis is slow, not down: keep the fleet's protocol
+			return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
+				return c.load(sctx, c.keysFor(key), one(key, fn), fb, nil)
+			})
+		}
 		return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
 			return c.degraded(sctx, c.keysFor(key), one(key, fn), nil)
 		})
@@ -211,6 +216,29 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		return c.leadOne(ctx, k, cl.claim, fn, prev, time.Time{})
 	case cl.err == nil:
 		return c.wait(ctx, k, fn, fallback, prev, cl)
+	case ctx.Err() != nil: // every caller left: nobody wants a compute
+		return loaded[V]{}, context.Cause(ctx)
+	case underLoad(cl.err):
+		// Redis answered others but not this claim within WaitTimeout:
+		// as after a wait for a busy lease, OnBusy applies.
+		return c.overloaded(ctx, k, fn, fallback, prev, cl.err)
+	}
+	return c.degraded(ctx, k, fn, prev)
+}
+
+// overloaded answers a caller whose claim Redis, answering others, did not
+// answer within WaitTimeout: its fallback, ErrLeaseBusy under BusyError,
+// else a value that may stand in for a failed compute, else a compute
+// without the store, as when Redis is down.
+func (c *Cache[V]) overloaded(ctx context.Context, k keys, fn, fallback batchFunc[V], prev *entry[V], err error) (loaded[V], error) {
+	switch {
+	case fallback != nil:
+		r := c.compute(ctx, []string{k.Key}, fallback)
+		return loaded[V]{value: r.values[k.Key], outcome: Fallback, created: c.now()}, r.err
+	case c.opts.OnBusy == BusyError:
+		return c.onError(ctx, prev, 0, ErrLeaseBusy)
+	case c.mayStandIn(ctx, prev):
+		return c.onError(ctx, prev, 0, err)
 	}
 	return c.degraded(ctx, k, fn, prev)
 }

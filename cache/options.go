@@ -111,26 +111,36 @@ type Options struct {
 	// responsibility. A []byte or string V is stored as its raw bytes. The
 	// check runs once, in New: a hit, from L1 or Redis, pays nothing for it.
 	AllowDroppedFields bool
-	// RedisTimeout bounds each Redis step of a call (one command, script or
-	// pipeline), whatever the go-redis client's own timeouts and retries
-	// are: a step past it fails with [ErrRedisTimeout], counts towards the
-	// breaker at once, and the call goes on without Redis (Outcome
-	// Degraded, or an error from Get, Set and Delete). The caller's context
-	// bounds every step too. A budget below Redis' round trip makes every
-	// call degrade: raise it for a distant Redis. With a go-redis client
-	// built with ContextTimeoutEnabled, a step whose context cannot be
-	// cancelled (the shared hit-path read) runs inline; otherwise a step
-	// runs on a goroutine of its own, which the caller stops waiting for.
+	// RedisTimeout is the budget of each Redis step of a call (one
+	// command, script or pipeline) while Redis answers within it, whatever
+	// the go-redis client's own timeouts and retries are. A step past its
+	// budget with no reply from Redis meanwhile (Redis silent: down) fails
+	// with [ErrRedisTimeout], counts towards the breaker at once, and the
+	// call goes on without Redis (Outcome Degraded, or an error from Get,
+	// Set and Delete). A step past it while other replies keep coming
+	// (Redis slow: load) is waited for, and the budget follows the observed
+	// round trip: clamp(srtt + max(4·rttvar, srtt), RedisTimeout,
+	// WaitTimeout), so a slow Redis never opens the breaker nor sends
+	// callers to local computes (see docs/operating.md). The caller's
+	// context bounds every step too. A budget below Redis' idle round trip
+	// makes a lone caller's calls degrade: raise it for a distant Redis.
+	// With a go-redis client built with ContextTimeoutEnabled, a step whose
+	// context cannot be cancelled (the shared hit-path read) runs inline
+	// while the budget is RedisTimeout; otherwise a step runs on a
+	// goroutine of its own, which the caller stops waiting for.
 	// The shared hit-path read runs on its caller's goroutine when that
-	// caller's deadline is at least RedisTimeout + 10ms away (or it has none): a
-	// cancellation of such a caller is noticed when the read ends, at most
-	// RedisTimeout later; a deadline is always kept.
+	// caller has no deadline and Redis answers within RedisTimeout, or
+	// when its deadline is past the longest the read may take (WaitTimeout
+	// + 10ms: a slow Redis is waited for up to WaitTimeout): a
+	// cancellation of such a caller is noticed when the read ends; a
+	// deadline is always kept.
 	// Default: 250ms (at 100ms, our own load test on 2 cores saw Redis steps
 	// run past it with Redis healthy, and 2–5% of misses computed
 	// degraded); negative turns it off (go-redis' timeouts apply).
 	RedisTimeout time.Duration
 	// BreakerThreshold is how many Redis failures in a row open the circuit
-	// breaker, after which calls compute locally (Outcome Degraded) without
+	// breaker (steps that found Redis silent less than RedisTimeout/2
+	// apart count once: they saw the same silence), after which calls compute locally (Outcome Degraded) without
 	// touching Redis until BreakerCooldown passes. Default: 5.
 	BreakerThreshold int
 	// BreakerCooldown is how long the breaker stays open before one call

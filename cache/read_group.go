@@ -14,17 +14,23 @@ import (
 // it; the client's read timeout bounds it), and each caller waits for it
 // only as long as its own context allows: a slow or black-holed Redis
 // cannot hold a caller past its deadline. A caller that starts a read with
-// no deadline runs the GET on its own goroutine (a cancellation without a
-// deadline is then noticed when that read ends), and so does one whose
-// deadline is at least within away: the GET (bounded by the Redis budget,
-// within) ends before that deadline, and a cancellation is noticed when the
-// GET ends, at most within later; such a caller joining a GET in flight
-// waits for it alone, the same way. A caller with a nearer deadline runs
+// no deadline runs the GET on its own goroutine while Redis answers within
+// its budget (a cancellation without a deadline is then noticed when that
+// read ends, within the budget), and so does one whose deadline is at
+// least within away: the GET (bounded by the longest a Redis step may
+// take, within) ends before that deadline, and a cancellation is noticed
+// when the GET ends; such a caller joining a GET in flight waits for it
+// alone, the same way. A caller with a nearer deadline runs
 // the GET on a new goroutine, which costs a goroutine hop per read, and
 // stops waiting at its deadline.
 type readGroup struct {
-	// within bounds every GET of the group (the Redis budget); 0: unbounded.
-	within  time.Duration
+	// within bounds every GET of the group (the longest a Redis step may
+	// take); 0: unbounded.
+	within time.Duration
+	// calm reports whether Redis answers within its budget now (nil:
+	// always): only then does a caller without a deadline run the GET on
+	// its own goroutine, so that its cancellation waits at most one budget.
+	calm    func() bool
 	mu      sync.Mutex
 	flights map[string]*readFlight
 }
@@ -76,7 +82,7 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 		}
 		g.flights[key] = f
 		g.mu.Unlock()
-		if !bounded || f.patient(dl) {
+		if !bounded && (g.calm == nil || g.calm()) || bounded && f.patient(dl) {
 			g.run(context.WithoutCancel(ctx), key, f, get)
 			return f.r, f.err
 		}

@@ -35,15 +35,25 @@ import (
 // would otherwise cost a call (go-redis keeps pipelines in a pool of their
 // own, which the breaker's PING never touches).
 type redisBudget struct {
-	d time.Duration // 0: no budget of our own
+	d time.Duration // RedisTimeout; 0: no budget of our own
 	// inline: the client honours context deadlines on socket I/O.
 	inline bool
 	// idle counts the client's idle pooled connections; nil: no retries.
 	idle func() int
+	// h tells a slow Redis from a down one and sets each step's budget
+	// (at least d); nil when d is 0.
+	h *redisHealth
 }
 
-func newRedisBudget(d time.Duration, rdb redis.UniversalClient) redisBudget {
-	return redisBudget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }}
+// newRedisBudget returns the budget of rdb's steps: d (RedisTimeout) while
+// Redis answers within it, following Redis' observed round trip up to ceil
+// (WaitTimeout) while it answers slowly.
+func newRedisBudget(d, ceil time.Duration, rdb redis.UniversalClient) redisBudget {
+	b := redisBudget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }}
+	if b.d > 0 {
+		b.h = newRedisHealth(b.d, ceil, rdb)
+	}
+	return b
 }
 
 // idleConns is how many idle connections rdb's pools hold, its pipelines'
@@ -73,13 +83,28 @@ func brokenConn(err error) bool {
 // attempt runs step, and again while it fails on a broken connection, the
 // client's pools still hold idle connections that may have died the same
 // way, and ctx lasts.
+// Each reply (a late one too, whose caller stopped waiting) feeds b's
+// health.
 func attempt[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
-	v, err := step(ctx)
+	v, err := timed(ctx, b, step)
 	if !brokenConn(err) || b.idle == nil {
 		return v, err
 	}
 	for n := b.idle(); n > 0 && brokenConn(err) && ctx.Err() == nil; n-- {
-		v, err = step(ctx)
+		v, err = timed(ctx, b, step)
+	}
+	return v, err
+}
+
+// timed runs step once, recording a reply and its round trip.
+func timed[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+	if b.h == nil {
+		return step(ctx)
+	}
+	start := time.Now()
+	v, err := step(ctx)
+	if isReply(err) {
+		b.h.replied(time.Since(start))
 	}
 	return v, err
 }
@@ -104,53 +129,132 @@ type stepResult[T any] struct {
 	err error
 }
 
-// runStep runs step within budget b and ctx. When the budget ends first it
-// returns an error matching [ErrRedisTimeout] (a Redis failure); when ctx
-// ends first, ctx's cause. The step must not touch the caller's variables:
-// it returns what it read.
+// runStep runs step within budget b and ctx. The budget starts at
+// b.h.rto(), RedisTimeout while Redis answers within it: when it ends and
+// no reply at all came from Redis meanwhile (Redis silent), the step fails
+// with an error matching [ErrRedisTimeout] (an outage, which counts towards
+// the breaker); while replies keep coming (Redis slow), the caller waits
+// on, one budget after another, up to WaitTimeout (then the failure is
+// marked errRedisLoad). When ctx ends first, ctx's cause. The step must
+// not touch the caller's variables: it returns what it read.
 func runStep[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
 	if b.d <= 0 {
 		return attempt(ctx, b, step)
 	}
-	sctx, cancel := context.WithTimeout(ctx, b.d)
-	// Cancelled once the caller has the reply or stopped waiting (so that
-	// go-redis gives up what it can, a dial or a pool wait), never by the
-	// step's goroutine: that would race the reply it just sent.
-	defer cancel()
+	d := b.h.rto()
 	// Inline only when nothing but the deadline can end ctx: go-redis
 	// takes a context's deadline to the socket, never its cancellation (a
 	// cancelled caller, or Close cancelling background work, would sit out
-	// the budget).
-	if b.inline && ctx.Done() == nil {
+	// the budget). An inline step cannot be waited for past its deadline,
+	// so it runs inline only while Redis answers well within RedisTimeout;
+	// cut under load, it makes the budget back off, and cut with Redis
+	// silent, it sends the next steps to a goroutine, which can learn
+	// from a late reply, until a reply comes within the budget.
+	if b.inline && ctx.Done() == nil && d == b.d && !b.h.cut.Load() {
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
 		v, err := attempt(sctx, b, step)
-		return v, b.explain(ctx, sctx, err)
+		if err != nil && sctx.Err() != nil && !isReply(err) {
+			if b.h.answering(d) {
+				b.h.sample(time.Since(start)) // cut under load: back off
+			} else {
+				b.h.cut.Store(true) // silent, or slow past the budget: find out on a goroutine
+			}
+		}
+		return v, b.explain(ctx, sctx, err, d)
 	}
+	// sctx ends go-redis' own waits (a dial, a pool wait) once the caller
+	// has the reply or stopped waiting, never by the step's goroutine:
+	// that would race the reply it just sent.
+	sctx, cancel := context.WithTimeout(ctx, b.h.ceil)
+	linger := false
+	defer func() {
+		if !linger {
+			cancel()
+		}
+	}()
 	done := make(chan stepResult[T], 1)
 	go func() {
 		v, err := attempt(sctx, b, step)
 		done <- stepResult[T]{v, err}
 	}()
+	armed := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-done:
+			return r.v, b.explain(ctx, sctx, r.err, d)
+		case <-sctx.Done():
+			var zero T
+			return zero, b.explain(ctx, sctx, context.Cause(sctx), d)
+		case fired := <-t.C:
+			select {
+			case r := <-done: // the reply came with the timer: take it
+				return r.v, b.explain(ctx, sctx, r.err, d)
+			default:
+			}
+			// Silent for a whole budget: down; unless this process was
+			// itself too starved of CPU to judge (its timer fired late
+			// by more than a quarter of the budget: replies may sit
+			// unread in its sockets), or replies keep coming: slow, wait
+			// on.
+			late := fired.Sub(armed) - d
+			if !b.h.answering(d) && late < d/4 {
+				// The step may still get a late reply, up to WaitTimeout
+				// (a new connection's dial and handshake included), which
+				// would show Redis slow, not down, and teach the budget
+				// its round trip; go-redis' own timeouts end it sooner
+				// against a Redis that is down.
+				linger = true
+				time.AfterFunc(b.h.ceil, cancel)
+				var zero T
+				return zero, fmt.Errorf("%w (%s, no reply from Redis meanwhile): %w", ErrRedisTimeout, d, context.DeadlineExceeded)
+			}
+			d = b.h.rto()
+			armed = time.Now()
+			t.Reset(d)
+		}
+	}
+}
+
+// waitStep runs step on a goroutine of its own and waits for it until ctx
+// ends, however silent Redis is meanwhile: for the breaker's probe, which
+// no caller waits for, so that a Redis slower than RedisTimeout can answer
+// it (and teach b its round trip) instead of being judged down forever.
+func waitStep[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+	done := make(chan stepResult[T], 1)
+	go func() {
+		v, err := attempt(ctx, b, step)
+		done <- stepResult[T]{v, err}
+	}()
 	select {
 	case r := <-done:
-		return r.v, b.explain(ctx, sctx, r.err)
-	case <-sctx.Done():
+		return r.v, r.err
+	case <-ctx.Done():
 		var zero T
-		return zero, b.explain(ctx, sctx, context.Cause(sctx))
+		return zero, context.Cause(ctx)
 	}
 }
 
 // explain tells a step that ran out of budget (an ErrRedisTimeout, which
-// counts towards the breaker) from one its caller's context ended (left as
-// it is) and from Redis' own replies.
-func (b redisBudget) explain(ctx, sctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil || sctx.Err() == nil {
+// counts towards the breaker when Redis was silent, and is marked as load
+// when it was answering) from one its caller's context ended (left as it
+// is) and from Redis' own replies; a go-redis timeout while Redis answers
+// is marked as load too.
+func (b redisBudget) explain(ctx, sctx context.Context, err error, d time.Duration) error {
+	if err == nil || ctx.Err() != nil || isReply(err) { // Redis answered, even if late
 		return err
 	}
-	var reply redis.Error
-	if errors.As(err, &reply) { // Redis answered, even if late
-		return err
+	if sctx.Err() == nil {
+		return b.h.loadFailure(err)
 	}
-	return fmt.Errorf("%w (%s): %w", ErrRedisTimeout, b.d, err)
+	err = fmt.Errorf("%w (%s): %w", ErrRedisTimeout, d, err)
+	if b.h.answering(d) {
+		return &loadError{err}
+	}
+	return err
 }
 
 // bound returns ctx bounded by the budget, for waits that are not one
@@ -161,3 +265,16 @@ func (b redisBudget) bound(ctx context.Context) (context.Context, context.Cancel
 	}
 	return context.WithTimeout(ctx, b.d)
 }
+
+// longest is the longest one step may take: RedisTimeout, or while Redis
+// answers slowly the budget's ceiling (WaitTimeout); 0 with no budget.
+func (b redisBudget) longest() time.Duration {
+	if b.h == nil {
+		return b.d
+	}
+	return b.h.ceil
+}
+
+// calm reports whether a step starting now has RedisTimeout as its budget:
+// Redis answers within it (or there is no budget of our own).
+func (b redisBudget) calm() bool { return b.h == nil || b.h.rto() <= b.d }

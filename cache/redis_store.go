@@ -39,20 +39,26 @@ type redisStore[V any] struct {
 var _ store[struct{}] = (*redisStore[struct{}])(nil)
 
 func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V], error) {
-	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, rdb)}
+	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, c.opts.WaitTimeout, rdb)}
 	// The shared read names the value key only when it sends a GET: a
 	// caller that joins a GET in flight builds no string.
 	s.getFn = func(ctx context.Context, key string) (reply, error) { return s.get(ctx, c.keysFor(key).Value) }
-	s.reads.within = s.budget.d
+	// The longest a GET may take: the budget while Redis answers in time,
+	// and, while it answers slowly, up to the budget's ceiling.
+	s.reads.within = s.budget.longest()
+	s.reads.calm = s.budget.calm
 	c.brk.probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
 }
 
-// probe is the breaker's half-open probe: one PING, within the budget.
+// probe is the breaker's half-open probe: one PING, within
+// max(probeTimeout, RedisTimeout), however long Redis stays silent meanwhile
+// (a Redis slower than the budget answers it, and the budget learns its
+// round trip).
 func (s *redisStore[V]) probe(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, max(probeTimeout, s.budget.d))
 	defer cancel()
-	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+	if _, err := waitStep(ctx, s.budget, func(ctx context.Context) (string, error) {
 		return s.rdb.Ping(ctx).Result()
 	}); err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -66,7 +72,12 @@ func (s *redisStore[V]) probe(ctx context.Context) {
 
 func (s *redisStore[V]) available() bool { return s.c.brk.allow() }
 
-func (s *redisStore[V]) close() error { return s.notify.Close() }
+func (s *redisStore[V]) close() error {
+	if s.budget.h != nil {
+		s.budget.h.release(s.rdb)
+	}
+	return s.notify.Close()
+}
 
 // shardArg tells the scripts how to announce on a key's channel: "1" for
 // SPUBLISH on a Cluster (the channel lives on the key's own shard, as the
@@ -258,12 +269,19 @@ func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, er
 }
 
 // redisFailed records a Redis failure for the breaker, unless the caller's
-// own context ended it.
+// own context ended it or it came under load (Redis answering, slowly: not
+// an outage, see redisHealth).
 func (s *redisStore[V]) redisFailed(ctx context.Context, err error) {
-	if !s.noteRedisError(ctx, err) {
+	if !s.noteRedisError(ctx, err) || underLoad(err) {
 		return
 	}
-	if s.c.brk.failure() {
+	opened := false
+	if errors.Is(err, ErrRedisTimeout) {
+		opened = s.c.brk.silence(s.budget.d / 2)
+	} else {
+		opened = s.c.brk.failure()
+	}
+	if opened {
 		s.c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err, slog.String("addr", s.addrs()))
 		s.c.observe(ctx, Event{Kind: EventBreakerOpen, Err: err})
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stampede-go/stampede/internal/redistest"
 	"github.com/stampede-go/stampede/lease"
 )
@@ -76,7 +78,8 @@ func TestQuorumPauseBetweenRoundsLeavesNoUsableFence(t *testing.T) {
 }
 
 // A pause between the rounds that outlasts the validity time but not the
-// TTL on the servers: the write-back reaches every server, and the holder
+// TTL on the servers: the write-back reaches the servers (each within its
+// step budget: on a loaded machine one may miss it), and the holder
 // still refuses the lease (it might be past its TTL by another clock), and
 // releases it. The fence it wrote is harmless: the next one is above it.
 func TestQuorumPausePastValidityIsRefused(t *testing.T) {
@@ -98,10 +101,16 @@ func TestQuorumPausePastValidityIsRefused(t *testing.T) {
 			t.Fatal("the refused lease was not released")
 		}
 		f, err := c.Get(ctx, fenceKey).Int64()
+		if errors.Is(err, redis.Nil) {
+			continue // this server's write-back ran past its step budget (a loaded machine): no fence here
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		written = max(written, f)
+	}
+	if written == 0 {
+		t.Fatal("the refused holder's write-back wrote no fence anywhere")
 	}
 	// The next fence is above the one the refused holder wrote.
 	acquireAbove(t, newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{}), name, written)

@@ -87,6 +87,7 @@ func Check(sc Scenario, h *History) []Violation {
 	if sc.oneCompute() {
 		c.oneCompute()
 	}
+	c.noDegradedUnderOverload()
 	c.out = append(c.out, checkRegisters(sc, h)...)
 	return c.out
 }
@@ -618,9 +619,33 @@ func (c *checker) lost(from, to time.Duration) bool {
 	return false
 }
 
-// oneCompute: while Redis is healthy, one compute per key at a time across
-// the fleet: two computes of a key never overlap, unless a write of the key
-// (Set, Delete, an invalidation) took the first one's lease away meanwhile.
+// noDegradedUnderOverload: a slow Redis is not a down one (issue 30): no
+// call answers degraded (computed locally) while Redis is only slow, from
+// the overload's injection to its heal and settle.
+func (c *checker) noDegradedUnderOverload() {
+	for _, a := range c.answers() {
+		if a.outcome == "degraded" && c.overloaded(a.op.Invoke, a.op.Return) {
+			c.fail("no degraded under overload", []*Op{a.op}, "%s answered degraded (#%d [%s, %s]) while Redis was slow, not down",
+				a.key, a.op.Req.ID, ms(a.op.Invoke), ms(a.op.Return))
+		}
+	}
+}
+
+// overloaded reports whether the overload nemesis (Redis slow past the
+// budget for every replica, never down) overlaps [from, to].
+func (c *checker) overloaded(from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from <= to && from <= f.to && strings.HasPrefix(f.what, "overload") {
+			return true
+		}
+	}
+	return false
+}
+
+// oneCompute: while Redis is healthy, and while it is only slow (the
+// overload nemesis), one compute per key at a time across the fleet: two
+// computes of a key never overlap, unless a write of the key (Set, Delete,
+// an invalidation) took the first one's lease away meanwhile.
 func (c *checker) oneCompute() {
 	degraded := map[string]bool{}
 	for _, a := range c.answers() {
@@ -647,7 +672,10 @@ func (c *checker) oneCompute() {
 				// first compute of the call's claim: look from the calls'
 				// invokes.
 				from := min(a.Began, b.Began, c.invoked(a.Req), c.invoked(b.Req))
-				if degraded[a.ID] || degraded[b.ID] || c.faulty("", from, max(aEnd, bEnd)) || c.writeDuring(a.Key, from, max(aEnd, bEnd)) {
+				// A degraded compute (Redis down) excuses the overlap, but
+				// not under overload: a slow Redis is not a down one.
+				excused := (degraded[a.ID] || degraded[b.ID]) && !c.overloaded(from, max(aEnd, bEnd))
+				if excused || c.faulty("", from, max(aEnd, bEnd)) || c.writeDuring(a.Key, from, max(aEnd, bEnd)) {
 					continue
 				}
 				c.fail("one compute", nil, "%s computed twice at once: %s on %s for #%d [%s, %s] and %s on %s for #%d [%s, %s]",

@@ -29,6 +29,8 @@ type env struct {
 	cluster  *redisserver.Cluster
 	proxies  []*faultproxy.Proxy // one per replica, standalone only
 	replicas []*Replica
+	// redisTimeout is the replicas' Redis budget (Options.RedisTimeout).
+	redisTimeout time.Duration
 }
 
 // admin runs one command on addr directly (not through a proxy).
@@ -47,6 +49,7 @@ var nemeses = map[string]func() Nemesis{
 	"partition":      func() Nemesis { return &partition{} },
 	"reset":          func() Nemesis { return &reset{} },
 	"latency":        func() Nemesis { return &latency{} },
+	"overload":       func() Nemesis { return &overload{} },
 	"pubsub-kill":    func() Nemesis { return &pubsubKill{} },
 	"replica-pause":  func() Nemesis { return &replicaPause{} },
 	"replica-kill":   func() Nemesis { return &replicaKill{} },
@@ -116,6 +119,39 @@ func (n *latency) Inject(e *env, rng *rand.Rand) (string, error) {
 	return fmt.Sprintf("%s delayed %s each way", e.replicas[i].Name, d), nil
 }
 func (n *latency) Heal(*env) error { n.p.SetLatency(0); return nil }
+
+// overload makes Redis slow for the whole fleet: every replica's round trip
+// rises past RedisTimeout (the default 250 ms, or the scenario's), as under
+// an overloaded Redis or network, while Redis keeps answering. It ramps up
+// as overload does, first to 0.8 of the budget, then, after rampFor, to 1.4
+// of it (one way stays under the budget: a Redis that goes quiet for a
+// whole budget cannot be told from a dead one before its first late
+// reply). A slow Redis is not a down one: the checker holds the fleet to
+// one compute per key throughout, degraded answers included.
+type overload struct{ ps []*faultproxy.Proxy }
+
+// rampFor is how long the overload nemesis stays at its first step.
+const rampFor = 500 * time.Millisecond
+
+func (*overload) Name() string { return "overload" }
+func (n *overload) Inject(e *env, _ *rand.Rand) (string, error) {
+	n.ps = e.proxies
+	budget := e.redisTimeout
+	for _, p := range n.ps {
+		p.SetLatency(budget * 4 / 10)
+	}
+	time.Sleep(rampFor) // the fault's own ramp, not a wait for an event
+	for _, p := range n.ps {
+		p.SetLatency(budget * 7 / 10)
+	}
+	return fmt.Sprintf("every replica's round trip at 1.4 × RedisTimeout (%s each way)", budget*7/10), nil
+}
+func (n *overload) Heal(*env) error {
+	for _, p := range n.ps {
+		p.SetLatency(0)
+	}
+	return nil
+}
 
 // pubsubKill kills every pub/sub connection (CLIENT KILL TYPE pubsub): the
 // fill notifications and L1 invalidations in flight are lost.

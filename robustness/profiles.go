@@ -56,7 +56,16 @@ func Profile(name string) []Scenario {
 			LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond, SlowCodec: true},
 		Nemeses: []string{"latency"}, FaultFor: 2 * time.Second, Calm: 200 * time.Millisecond}
 	slow.Traffic.Keys, slow.Traffic.MaxSleep = 2, 50*time.Millisecond
-	out := []Scenario{busy, faults, persist, local, slow}
+	// overload: Redis slower than the budget for the whole fleet (issue
+	// 30): one compute per key holds, no caller computes locally.
+	// InvalidationWait is a promise to invalidators, not a budget: it must
+	// exceed the round trip.
+	overload := Scenario{Name: "redis-overload", Mode: "redis", Replicas: 3, Clients: 4, Duration: d / 2, Traffic: traffic,
+		Options: wire.Options{Namespace: "ro", TTL: 500 * time.Millisecond, Stale: 300 * time.Millisecond,
+			WaitTimeout: 3 * time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
+			BreakerCooldown: 300 * time.Millisecond, InvalidationWait: 500 * time.Millisecond},
+		Nemeses: []string{"overload"}, FaultFor: 2 * time.Second, Calm: time.Second}
+	out := []Scenario{busy, faults, persist, local, slow, overload}
 	if name == "long" {
 		cluster := faults
 		cluster.Name, cluster.Mode, cluster.Options.Namespace = "cluster", "cluster", "rc"

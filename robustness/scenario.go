@@ -64,6 +64,10 @@ func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.env.redisTimeout = sc.Options.RedisTimeout
+	if r.env.redisTimeout <= 0 {
+		r.env.redisTimeout = 250 * time.Millisecond // cache.Options' default
+	}
 	for i := range sc.Replicas {
 		cfg := wire.Config{Replica: fmt.Sprintf("r%d", i), Mode: sc.Mode, Origin: r.origin.URL(),
 			Recommended: sc.Recommended, Options: sc.Options}

@@ -1,0 +1,202 @@
+package cache
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// errRedisLoad marks a Redis step that ran out of its budget, or timed out
+// in go-redis, while Redis kept answering other steps: Redis is slow (busy,
+// distant, or this replica is CPU-starved), not down. Such a failure never
+// counts towards the breaker, and a caller that meets it keeps the fleet
+// protocol instead of computing locally (see [redisHealth]).
+var errRedisLoad = errors.New("cache: Redis answering, but slowly: load, not an outage")
+
+// redisHealth tells a slow Redis from a down one, for one client: when a
+// reply last arrived (on any connection, for any step, including the late
+// replies of steps whose callers stopped waiting), and the smoothed round
+// trip of the steps and its mean deviation (RFC 6298's estimator, as TCP's
+// retransmission timer uses, except that the smoothed round trip follows a
+// rise with a gain of 1/2 instead of 1/8). A step's budget follows it:
+//
+//	rto = clamp(srtt + max(4·rttvar, srtt), RedisTimeout, WaitTimeout)
+//
+// A step past its budget is an outage only when no reply at all arrived in
+// the last rto (Redis silent); otherwise it is load, and the step is waited
+// for, rto after rto, as long as replies keep arriving, up to WaitTimeout
+// and the caller's deadline. Refused and reset connections and failed dials
+// are outages whatever the replies.
+//
+// What is observed is the client's: every cache on one go-redis client
+// shares it (a cache with sparse traffic, the HTTP middleware's beside a
+// busy one, learns from the busy one's replies); the bounds are each
+// cache's own.
+type redisHealth struct {
+	floor, ceil time.Duration
+	*link
+}
+
+// link is what the caches of one client observe of Redis.
+type link struct {
+	base      time.Time    // monotonic origin of lastReply
+	lastReply atomic.Int64 // nanoseconds since base; 0: never
+	srtt      atomic.Int64 // nanoseconds; 0: no sample yet
+	rttvar    atomic.Int64
+	// cut: an inline step was cut at its budget with Redis silent; steps
+	// run on goroutines (which can outlive their budget and learn the
+	// round trip from a late reply) until a reply within the budget.
+	cut  atomic.Bool
+	refs int // caches using it, under links' lock
+}
+
+// links are the clients' links, while a cache uses them.
+var links = struct {
+	sync.Mutex
+	m map[redis.UniversalClient]*link
+}{m: map[redis.UniversalClient]*link{}}
+
+// newRedisHealth returns rdb's health with a cache's bounds; release it
+// when the cache closes.
+func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient) *redisHealth {
+	links.Lock()
+	defer links.Unlock()
+	l := links.m[rdb]
+	if l == nil {
+		l = &link{base: time.Now()}
+		links.m[rdb] = l
+	}
+	l.refs++
+	return &redisHealth{floor: floor, ceil: max(ceil, floor), link: l}
+}
+
+// release drops a cache's use of rdb's link.
+func (h *redisHealth) release(rdb redis.UniversalClient) {
+	links.Lock()
+	defer links.Unlock()
+	if l := links.m[rdb]; l == h.link {
+		if l.refs--; l.refs <= 0 {
+			delete(links.m, rdb)
+		}
+	}
+}
+
+// replied records a reply that took rtt to come.
+func (h *redisHealth) replied(rtt time.Duration) {
+	h.lastReply.Store(int64(time.Since(h.base)))
+	if rtt < h.floor && h.cut.Load() {
+		h.cut.Store(false)
+	}
+	h.sample(rtt)
+}
+
+// sample feeds one round trip (or, for a step cut at its deadline, the
+// time it had run: a lower bound, which makes the budget back off) to the
+// estimator. Concurrent samples may overwrite each other: an estimate
+// needs no exactness.
+func (h *redisHealth) sample(rtt time.Duration) {
+	r := int64(max(rtt, 0))
+	s := h.srtt.Load()
+	if s == 0 {
+		h.srtt.Store(max(r, 1))
+		h.rttvar.Store(r / 2)
+		return
+	}
+	d := s - r
+	if d < 0 {
+		d = -d
+	}
+	v := h.rttvar.Load()
+	h.rttvar.Store(v - v/4 + d/4)
+	if r > s {
+		// Fast up, slow down: a Redis turning slow must raise the budget
+		// within a sample or two, before a budget without replies (a
+		// sparse caller's) is taken for silence.
+		h.srtt.Store(s + (r-s)/2)
+		return
+	}
+	h.srtt.Store(max(s-s/8+r/8, 1))
+}
+
+// rto is the budget of a step starting now: the smoothed round trip plus
+// four deviations, and at least twice the smoothed round trip (callers in
+// step with each other see no reply for a whole round trip, and a spike
+// of twice the usual is load, not silence), within [floor, ceil].
+func (h *redisHealth) rto() time.Duration {
+	s := h.srtt.Load()
+	if s == 0 {
+		// No reply yet: as TCP's first RTO is conservative (RFC 6298,
+		// 2.1), twice the floor, so that a fleet starting at once (every
+		// connection dialled together) is not judged down before its
+		// first reply.
+		return min(2*h.floor, h.ceil)
+	}
+	est := time.Duration(s + max(4*h.rttvar.Load(), s))
+	return min(max(est, h.floor), h.ceil)
+}
+
+// answering reports whether a reply arrived within the last window.
+func (h *redisHealth) answering(window time.Duration) bool {
+	last := h.lastReply.Load()
+	return last != 0 && int64(time.Since(h.base))-last < int64(window)
+}
+
+// isReply reports whether err (nil included) means Redis answered the step.
+func isReply(err error) bool {
+	if err == nil || err == redis.Nil {
+		return true
+	}
+	var reply redis.Error
+	return errors.As(err, &reply)
+}
+
+// loadFailure classifies a failed step's error: it returns err marked with
+// errRedisLoad when it is a timeout (the budget's, go-redis' read timeout,
+// a wait for a pooled connection) while Redis is answering, and err as it
+// is otherwise (an outage, a reply, or the caller's context).
+func (h *redisHealth) loadFailure(err error) error {
+	if err == nil || errors.Is(err, errRedisLoad) || isReply(err) || !timeoutErr(err) {
+		return err
+	}
+	if !h.answering(h.rto()) {
+		return err
+	}
+	return &loadError{err}
+}
+
+// timeoutErr reports whether err is go-redis' timeout on an established
+// path to Redis: a read or write timeout, or a wait for a pooled
+// connection (not a refused, reset or failed dial: those are outages).
+func timeoutErr(err error) bool {
+	if dialErr(err) {
+		return false
+	}
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// dialErr reports whether err came from dialling Redis.
+func dialErr(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// loadError is a step's failure under load: it matches errRedisLoad and
+// everything the underlying error matches (ErrRedisTimeout included).
+type loadError struct{ err error }
+
+func (e *loadError) Error() string { return e.err.Error() + " (" + errRedisLoad.Error() + ")" }
+func (e *loadError) Unwrap() []error {
+	return []error{errRedisLoad, e.err}
+}
+
+// underLoad reports whether err is a Redis failure under load (see
+// errRedisLoad), after which a caller must not compute locally.
+func underLoad(err error) bool { return errors.Is(err, errRedisLoad) }

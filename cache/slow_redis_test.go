@@ -1,0 +1,247 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+// A slow Redis is not a down Redis (issue 30): while Redis keeps
+// answering, later than RedisTimeout, no caller computes locally, the
+// breaker stays closed, and each key costs the origin one call across the
+// fleet. These tests run a fleet of replicas (each its own client) against
+// a Redis made slow by the fault proxy's latency, or kept busy by a Lua
+// loop, both beyond the budget.
+
+const (
+	slowReplicas = 4
+	slowCallers  = 6 // per replica; every replica asks for the same keys
+)
+
+// fleetOrigin counts origin calls per key.
+type fleetOrigin struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (o *fleetOrigin) fn(key string) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.calls[key]++
+		return "v:" + key, nil
+	}
+}
+
+// fleetRound has every caller of every replica fetch key prefix+j, j its
+// index: each key has slowReplicas processes competing for it. It returns
+// the errors the callers met.
+func fleetRound(fleet []*cache.Cache[string], o *fleetOrigin, prefix string) []error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for r, c := range fleet {
+		for j := range slowCallers {
+			key := prefix + strconv.Itoa(j)
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				res, err := c.Fetch(ctx, key, o.fn(key))
+				if err == nil && res.Value != "v:"+key {
+					err = fmt.Errorf("value %q", res.Value)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("replica %d, key %s: %w", r, key, err))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
+// slowFleet runs the fleet against a Redis that slow() made slow: first
+// rounds until one passes with no caller degraded (the replicas learn the
+// new round trip: until a first late reply comes, a Redis that went quiet
+// for a whole budget cannot be told from a dead one), then three measured
+// rounds, each of which must cost one origin call per key, with no
+// degraded answer and the breaker closed.
+func slowFleet(t *testing.T, fleet []*cache.Cache[string], slow func()) {
+	t.Helper()
+	o := &fleetOrigin{calls: map[string]int{}}
+	if errs := fleetRound(fleet, o, "healthy-"); len(errs) > 0 {
+		t.Fatalf("healthy round: %v", errs)
+	}
+	slow()
+	learnt := false
+	for i := 0; i < 20 && !learnt; i++ {
+		// A breaker the first silent budgets opened closes once its probe
+		// (started by a call after the cooldown) gets a reply.
+		pollFor(t, "the breakers to close", 10*time.Second, 20*time.Millisecond, func() bool {
+			closed := true
+			for _, c := range fleet {
+				if c.Stats().BreakerOpen {
+					closed = false
+					_, _ = c.Fetch(context.Background(), "probe", o.fn("probe"))
+				}
+			}
+			return closed
+		})
+		before := total(fleet, degraded)
+		if errs := fleetRound(fleet, o, "learn"+strconv.Itoa(i)+"-"); len(errs) > 0 {
+			t.Fatalf("learning round %d: %v", i, errs)
+		}
+		learnt = total(fleet, degraded) == before
+	}
+	if !learnt {
+		t.Fatalf("20 rounds against a slow Redis all had degraded callers: stats %+v", fleet[0].Stats())
+	}
+	o.mu.Lock()
+	clear(o.calls)
+	o.mu.Unlock()
+	before := total(fleet, degraded)
+	for i := range 3 {
+		prefix := "slow" + strconv.Itoa(i) + "-"
+		if errs := fleetRound(fleet, o, prefix); len(errs) > 0 {
+			t.Errorf("round %d: %v", i, errs)
+		}
+		for j := range slowCallers {
+			if n := o.calls[prefix+strconv.Itoa(j)]; n != 1 {
+				t.Errorf("round %d, key %s: %d origin calls across %d replicas, want 1", i, prefix+strconv.Itoa(j), n, len(fleet))
+				for r, c := range fleet {
+					t.Logf("replica %d: %+v", r, c.Stats())
+				}
+			}
+		}
+	}
+	if d := total(fleet, degraded) - before; d != 0 {
+		t.Errorf("%d callers computed locally (degraded) while Redis answered slowly", d)
+	}
+	for r, c := range fleet {
+		if st := c.Stats(); st.BreakerOpen {
+			t.Errorf("replica %d: breaker open against a Redis that answers: %+v", r, st)
+		}
+	}
+}
+
+// slowFleetOn builds the fleet: slowReplicas caches in one namespace, each
+// with its own client of addr.
+func slowFleetOn(t *testing.T, addr string, o func(string) *redis.Options) []*cache.Cache[string] {
+	t.Helper()
+	ns := redistest.Prefix(t)
+	fleet := make([]*cache.Cache[string], slowReplicas)
+	for i := range fleet {
+		rdb := redis.NewClient(o(addr))
+		t.Cleanup(func() { _ = rdb.Close() })
+		// InvalidationWait is a promise to invalidators, not a budget: it
+		// does not follow the round trip, and must exceed it (see
+		// Options.InvalidationWait).
+		fleet[i] = newCache[string](t, rdb, cache.Options{Namespace: ns, RedisTimeout: shortBudget, InvalidationWait: time.Second})
+	}
+	return fleet
+}
+
+// Redis 70 ms away each way, a 140 ms round trip past the 100 ms budget:
+// before issue 30 every step ran out of its budget and every call computed
+// locally.
+func TestSlowRedisLatencyKeepsOneComputePerKey(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			p := newProxy(t)
+			fleet := slowFleetOn(t, p.Addr(), cfg.opts)
+			slowFleet(t, fleet, func() { p.SetLatency(70 * time.Millisecond) })
+		})
+	}
+}
+
+// busyScript keeps Redis busy for ARGV[1] microseconds: no client gets a
+// reply meanwhile, as under a slow command or a saturated server.
+var busyScript = redis.NewScript(`
+local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat
+  t = redis.call('TIME')
+until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1])
+return 1
+`)
+
+// A busy Redis: a client runs 150 ms busy loops back to back, so every
+// reply can wait past the 100 ms budget, yet replies keep coming between
+// the loops.
+func TestSlowRedisBusyKeepsOneComputePerKey(t *testing.T) {
+	fleet := slowFleetOn(t, redistest.Addr(t), clientConfigs[0].opts)
+	busy := redistest.Client(t)
+	stop := make(chan struct{})
+	var loops atomic.Int64
+	done := make(chan error, 1)
+	defer func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if loops.Load() == 0 {
+			t.Error("Redis was never kept busy")
+		}
+	}()
+	slowFleet(t, fleet, func() {
+		go func() {
+			for i := 0; i < 2000; i++ { // bounded: 2000 × 150 ms
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				if err := busyScript.Run(context.Background(), busy, nil, 150_000).Err(); err != nil {
+					done <- fmt.Errorf("busy loop: %w", err)
+					return
+				}
+				loops.Add(1)
+			}
+			done <- nil
+		}()
+	})
+}
+
+// The outage path is kept after slowness: once the replicas learnt a slow
+// round trip (a longer budget), a Redis that goes silent (black-holed) still
+// costs each call one budget, at most twice the round trip learnt plus its
+// deviations, far below WaitTimeout, and opens the breaker after
+// BreakerThreshold calls; then calls compute locally without waiting.
+func TestSlowRedisThenSilentOpensTheBreaker(t *testing.T) {
+	p := newProxy(t)
+	fleet := slowFleetOn(t, p.Addr(), clientConfigs[0].opts)
+	slowFleet(t, fleet, func() { p.SetLatency(70 * time.Millisecond) })
+	p.SetPartition(true)
+	c := fleet[0]
+	origin := func(context.Context) (string, error) { return "v", nil }
+	const perCall = 2 * time.Second // the learnt budget is ~300 ms; WaitTimeout is 5 s
+	opened := -1
+	for i := range 10 {
+		start := time.Now()
+		r, err := c.Fetch(context.Background(), "silent"+strconv.Itoa(i), origin)
+		if took := time.Since(start); took > perCall {
+			t.Errorf("call %d took %s against a silent Redis", i, took)
+		}
+		if err != nil || r.Outcome != cache.Degraded {
+			t.Errorf("call %d: %+v %v, want degraded", i, r, err)
+		}
+		if opened < 0 && c.Stats().BreakerOpen {
+			opened = i
+		}
+	}
+	if opened < 0 || opened >= 5 {
+		t.Errorf("breaker opened at call %d, want by call 4 (BreakerThreshold 5)", opened)
+	}
+}
