@@ -231,7 +231,7 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 	var seen map[string]bool // the keys in missing, once one is
 	now := c.now()
 	err := c.store.readMany(dctx, ks, readShared, func(i int, e entry[V], found bool) {
-		key := ks[i].key
+		key := ks[i].Key
 		switch c.judge(dctx, e, found, now) {
 		case verdictHit:
 			c.l1put(key, e, version)
@@ -277,7 +277,7 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 		case cl.err == nil: // another owner computes it: wait, as GetOrCompute would
 			k, prev, lost := ks[i], prevs[i], cl
 			wg.Go(func() {
-				b.give(k.key)(c.coalesce(ctx, k.key, version, func(sctx context.Context) (loaded[V], error) {
+				b.give(k.Key)(c.coalesce(ctx, k.Key, version, func(sctx context.Context) (loaded[V], error) {
 					return c.wait(sctx, k, fn, nil, prev, lost)
 				}))
 			})
@@ -291,7 +291,7 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 	if len(tasks) > 0 {
 		c.lead(dctx, tasks, fn)
 		for _, t := range tasks {
-			c.deliver(ctx, b, t.k.key, t.res, t.err, version)
+			c.deliver(ctx, b, t.k.Key, t.res, t.err, version)
 		}
 	}
 	wg.Wait()
@@ -312,10 +312,10 @@ func appendOnce(missing []int, seen *map[string]bool, ks []keys, i int) []int {
 	if *seen == nil {
 		*seen = make(map[string]bool)
 	}
-	if (*seen)[ks[i].key] {
+	if (*seen)[ks[i].Key] {
 		return missing
 	}
-	(*seen)[ks[i].key] = true
+	(*seen)[ks[i].Key] = true
 	return append(missing, i)
 }
 
@@ -326,7 +326,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 	var names []string
 	var todo []int
 	for _, i := range idx {
-		key := ks[i].key
+		key := ks[i].Key
 		if e, fresh, ok := c.keptEntry(key, now); ok {
 			if fresh {
 				b.give(key)(c.answer(ctx, key, e.loaded(Degraded), nil))
@@ -344,7 +344,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 	r, floor, err := c.computeDegraded(dctx, names, fn)
 	now = c.now()
 	for _, i := range todo {
-		key := ks[i].key
+		key := ks[i].Key
 		if err != nil {
 			b.record(key, Result[V]{}, err)
 			continue

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/stampede-go/stampede/cache/internal/clockmap"
 	"github.com/stampede-go/stampede/lease"
 	"github.com/stampede-go/stampede/singleflight"
 	"github.com/stampede-go/stampede/stale"
@@ -36,7 +37,7 @@ type Cache[V any] struct {
 	l1        *l1[V]         // nil when off
 	// kept holds values computed while Redis was unreachable (nil: off, or
 	// process-local mode); it is read only while Redis is unreachable.
-	kept   *clockMap[V]
+	kept   *clockmap.Map[entry[V]]
 	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
 	id     string      // this instance, to skip its own invalidations
 	sf     singleflight.Group[loaded[V]]
@@ -126,7 +127,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	c.redis, c.store = rs, rs
 	c.marks.read, c.marks.available = rs.readMarks, rs.available
 	if opts.DegradedTTL > 0 {
-		c.kept = newClockMap[V](opts.MaxLocalEntries)
+		c.kept = clockmap.New[entry[V]](opts.MaxLocalEntries)
 	}
 	if opts.L1Size > 0 {
 		c.l1 = newL1[V](opts.L1Size, opts.L1TTL)

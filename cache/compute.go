@@ -124,7 +124,7 @@ func (c *Cache[V]) keptEntry(key string, now time.Time) (e entry[V], fresh, ok b
 	if c.kept == nil {
 		return e, false, false
 	}
-	if e, ok = c.kept.get(key, now.UnixNano()); !ok || e.stamp.gen < c.keptFloor.Load() {
+	if e, ok = c.kept.Get(key, now.UnixNano()); !ok || e.stamp.gen < c.keptFloor.Load() {
 		return e, false, false
 	}
 	return e, now.Before(e.w.FreshUntil), true
@@ -144,12 +144,12 @@ func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now 
 		w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
 		w.StaleUntil = w.FreshUntil
 		w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
-		c.kept.put(key, entry[V]{value: l.value, w: w, stamp: stamp{gen: floor}, kept: true}, w.ErrorUntil.UnixNano())
+		c.kept.Put(key, entry[V]{value: l.value, w: w, stamp: stamp{gen: floor}, kept: true}, w.ErrorUntil.UnixNano())
 	case l.outcome == Stale && prev != nil && c.opts.FailSafeThrottle > 0:
 		e := *prev
 		e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 		e.stamp, e.kept = stamp{gen: floor}, true
-		c.kept.put(key, e, e.w.ErrorUntil.UnixNano())
+		c.kept.Put(key, e, e.w.ErrorUntil.UnixNano())
 	}
 }
 
@@ -164,7 +164,7 @@ func withPrevious[V any](ctx context.Context, tasks []*task[V]) context.Context 
 			if prev == nil {
 				prev = make(map[string]V, len(tasks))
 			}
-			prev[t.k.key] = t.prev.value
+			prev[t.k.Key] = t.prev.value
 		}
 	}
 	if prev == nil {

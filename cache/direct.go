@@ -197,7 +197,7 @@ func WithTags(tags ...string) SetOption {
 func (c *Cache[V]) forgetLocal(key string) {
 	c.sf.Forget(key)
 	if c.kept != nil {
-		c.kept.delete(key)
+		c.kept.Delete(key)
 	}
 }
 

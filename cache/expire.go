@@ -81,17 +81,17 @@ func minTime(a, b time.Time) time.Time {
 func (s *localStore[V]) expire(k keys) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.claims, k.key) // the compute in flight, if any, is fenced out
+	delete(s.claims, k.Key) // the compute in flight, if any, is fenced out
 	now := s.now()
-	if e, ok := s.entries.get(k.key, now.UnixNano()); ok {
+	if e, ok := s.entries.Get(k.Key, now.UnixNano()); ok {
 		if w, keep := expireWindows(e.w, e.failSafe, now); keep && !e.negative {
 			e.w = w
-			s.entries.put(k.key, e, e.w.ErrorUntil.UnixNano())
+			s.entries.Put(k.Key, e, e.w.ErrorUntil.UnixNano())
 		} else {
-			s.entries.delete(k.key)
+			s.entries.Delete(k.Key)
 		}
 	}
-	s.wakeLocked(k.key)
+	s.wakeLocked(k.Key)
 }
 
 // expire is Expire on Redis: read the envelope, end its windows, and write
@@ -100,7 +100,7 @@ func (s *localStore[V]) expire(k keys) {
 func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 	for range expireTries {
 		cur, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
-			v, err := s.rdb.Get(ctx, k.value).Result()
+			v, err := s.rdb.Get(ctx, k.Value).Result()
 			if errors.Is(err, redis.Nil) {
 				return "", nil
 			}
@@ -108,20 +108,20 @@ func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 		})
 		if err != nil {
 			s.redisFailed(ctx, err)
-			return fmt.Errorf("cache: expire %s: %w", k.value, err)
+			return fmt.Errorf("cache: expire %s: %w", k.Value, err)
 		}
 		next := s.expiredEnvelope(cur)
 		n, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return expireScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, cur, next, k.channel(),
-				s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Int64()
+			return expireScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, cur, next, k.Channel(),
+				s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Int64()
 		})
 		if err != nil {
 			s.redisFailed(ctx, err)
-			return fmt.Errorf("cache: expire %s: %w", k.value, err)
+			return fmt.Errorf("cache: expire %s: %w", k.Value, err)
 		}
 		if n == 1 {
 			s.redisOK(ctx)
-			s.reads.forget(k.key)
+			s.reads.forget(k.Key)
 			return nil
 		}
 	}

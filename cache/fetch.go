@@ -233,8 +233,8 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 func (c *Cache[V]) overloaded(ctx context.Context, k keys, fn, fallback batchFunc[V], prev *entry[V], err error) (loaded[V], error) {
 	switch {
 	case fallback != nil:
-		r := c.compute(ctx, []string{k.key}, fallback)
-		return loaded[V]{value: r.values[k.key], outcome: Fallback, created: c.now()}, r.err
+		r := c.compute(ctx, []string{k.Key}, fallback)
+		return loaded[V]{value: r.values[k.Key], outcome: Fallback, created: c.now()}, r.err
 	case c.opts.OnBusy == BusyError:
 		return c.onError(ctx, prev, 0, ErrLeaseBusy)
 	case c.mayStandIn(ctx, prev):
@@ -247,7 +247,7 @@ func (c *Cache[V]) overloaded(ctx context.Context, k keys, fn, fallback batchFun
 // what this process computed in the last DegradedTTL, or by computing it.
 func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *entry[V]) (loaded[V], error) {
 	now := c.now()
-	if e, fresh, ok := c.keptEntry(k.key, now); ok {
+	if e, fresh, ok := c.keptEntry(k.Key, now); ok {
 		if fresh {
 			return e.loaded(Degraded), nil
 		}
@@ -255,11 +255,11 @@ func (c *Cache[V]) degraded(ctx context.Context, k keys, fn batchFunc[V], prev *
 			prev = &e
 		}
 	}
-	r, floor, err := c.computeDegraded(ctx, []string{k.key}, fn)
+	r, floor, err := c.computeDegraded(ctx, []string{k.Key}, fn)
 	if err != nil {
 		return loaded[V]{}, err
 	}
-	l, err := c.degradedFor(ctx, k.key, r, prev, floor)
-	c.keep(k.key, l, err, prev, c.now(), floor)
+	l, err := c.degradedFor(ctx, k.Key, r, prev, floor)
+	c.keep(k.Key, l, err, prev, c.now(), floor)
 	return l, err
 }

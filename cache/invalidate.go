@@ -96,7 +96,7 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	// dropped whatever happens next.
 	c.keptFloor.Add(1)
 	if c.kept != nil {
-		c.kept.clear()
+		c.kept.Clear()
 	}
 	if !c.store.available() {
 		c.applyLocally()

@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"sync/atomic"
 	"time"
+
+	"github.com/stampede-go/stampede/cache/internal/clockmap"
 )
 
 // l1 is the optional in-process tier in front of Redis. Entries keep the
@@ -21,7 +23,7 @@ import (
 // memory per key.
 type l1[V any] struct {
 	ttl     time.Duration
-	m       *clockMap[V]
+	m       *clockmap.Map[entry[V]]
 	seed    maphash.Seed
 	seq     atomic.Uint64 // the version counter
 	floors  [l1FloorSlots]atomic.Uint64
@@ -32,7 +34,7 @@ type l1[V any] struct {
 const l1FloorSlots = 4096
 
 func newL1[V any](size int, ttl time.Duration) *l1[V] {
-	return &l1[V]{ttl: ttl, m: newClockMap[V](size), seed: maphash.MakeSeed()}
+	return &l1[V]{ttl: ttl, m: clockmap.New[entry[V]](size), seed: maphash.MakeSeed()}
 }
 
 func (c *l1[V]) floor(key string) *atomic.Uint64 {
@@ -44,7 +46,7 @@ func (c *l1[V]) version() uint64 { return c.seq.Load() }
 
 // get returns key's entry while it is inside its L1 lifetime.
 func (c *l1[V]) get(key string, now time.Time) (entry[V], bool) {
-	return c.m.get(key, now.UnixNano())
+	return c.m.Get(key, now.UnixNano())
 }
 
 // put stores a fresh entry read at version until min(now + ttl, its
@@ -70,25 +72,27 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 		return false
 	}
 	floor := c.floor(key)
-	s := c.m.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, live := s.liveLocked(key, now.UnixNano())
-	if live && old.tick > version && (e.digest == 0 || old.e.digest != e.digest) {
-		raise(floor, c.seq.Add(1))
-		s.deleteLocked(key)
-		return false
-	}
-	// Checked under the shard's lock: invalidate raises the floor before it
-	// takes the lock to delete, so a put either sees the floor or is deleted.
-	refused := version < floor.Load() || version < c.cleared.Load()
-	if refused && live && old.tick > version {
-		return false // a concurrent read of the same envelope left its trace
-	}
-	if evicted, ok := s.storeLocked(key, e, exp, c.seq.Add(1), refused); ok {
-		raise(c.floor(evicted), c.seq.Add(1))
-	}
-	return !refused
+	stored := false
+	c.m.Update(key, now.UnixNano(), e, exp, func(old clockmap.Trace, live bool) (clockmap.Op, clockmap.Trace) {
+		if live && old.Tick > version && (e.digest == 0 || old.Digest != e.digest) {
+			raise(floor, c.seq.Add(1))
+			return clockmap.Remove, clockmap.Trace{}
+		}
+		// Decided under the key's lock: invalidate raises the floor before
+		// it takes the lock to delete, so a put either sees the floor or is
+		// deleted.
+		refused := version < floor.Load() || version < c.cleared.Load()
+		if refused && live && old.Tick > version {
+			return clockmap.Skip, clockmap.Trace{} // a concurrent read of the same envelope left its trace
+		}
+		t := clockmap.Trace{Tick: c.seq.Add(1), Digest: e.digest}
+		if refused {
+			return clockmap.StoreTombstone, t
+		}
+		stored = true
+		return clockmap.Store, t
+	}, func(evicted string) { raise(c.floor(evicted), c.seq.Add(1)) })
+	return stored
 }
 
 // digest identifies an envelope read from Redis, so that two puts can tell
@@ -99,14 +103,14 @@ func (c *l1[V]) digest(envelope string) uint64 { return maphash.String(c.seed, e
 // before this call.
 func (c *l1[V]) invalidate(key string) {
 	raise(c.floor(key), c.seq.Add(1))
-	c.m.delete(key)
+	c.m.Delete(key)
 }
 
 // clear drops everything and keeps out every put of a read that started
 // before: after missed invalidations nothing can be vouched for.
 func (c *l1[V]) clear() {
 	raise(&c.cleared, c.seq.Add(1))
-	c.m.clear()
+	c.m.Clear()
 }
 
 // raise sets a to v unless it is already at least v.
@@ -119,7 +123,7 @@ func raise(a *atomic.Uint64, v uint64) {
 	}
 }
 
-func (c *l1[V]) len() int { return c.m.len() }
+func (c *l1[V]) len() int { return c.m.Len() }
 
 // digestBytes is digest for an envelope being written.
 func (c *l1[V]) digestBytes(envelope []byte) uint64 { return maphash.Bytes(c.seed, envelope) | 1 }

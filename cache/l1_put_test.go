@@ -81,7 +81,7 @@ func TestL1PutOrdering(t *testing.T) {
 		c := newL1[string](1, time.Hour) // one entry per shard
 		v0 := c.version()
 		c.put("k", newer, now, c.version())
-		for i := 0; c.m.len() > 0 && func() bool { _, ok := c.get("k", now); return ok }(); i++ {
+		for i := 0; c.m.Len() > 0 && func() bool { _, ok := c.get("k", now); return ok }(); i++ {
 			c.put("x"+string(rune('a'+i%26))+string(rune('a'+i/26)), newer, now, c.version())
 		}
 		if c.put("k", older, now, v0) {

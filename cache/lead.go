@@ -122,7 +122,7 @@ func (c *Cache[V]) leadDegraded(ctx context.Context, tasks []*task[V], fn batchF
 	for _, t := range tasks {
 		t.res, t.err = loaded[V]{}, err
 		if err == nil {
-			t.res, t.err = c.degradedFor(ctx, t.k.key, r, t.prev, floor)
+			t.res, t.err = c.degradedFor(ctx, t.k.Key, r, t.prev, floor)
 		}
 	}
 }
@@ -239,7 +239,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 	var filling []int    // the task of each fill
 	var again []*task[V] // invalidated while computed
 	for i, t := range tasks {
-		t.res, t.err = c.computedFor(ctx, t.k.key, r, t.prev, Miss, now)
+		t.res, t.err = c.computedFor(ctx, t.k.Key, r, t.prev, Miss, now)
 		var e entry[V]
 		var raw string // the value as stored already, when it is the previous one
 		switch {
@@ -259,7 +259,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 			e, raw = *t.prev, t.prevRaw // its stamp too: an invalidation of it still applies
 			e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 			c.stats.failSafe.Add(1)
-			c.logRare(ctx, slog.LevelWarn, "stampede: compute failed; the stale value answers for the fleet until the fail-safe throttle ends", t.k.key, t.res.cause)
+			c.logRare(ctx, slog.LevelWarn, "stampede: compute failed; the stale value answers for the fleet until the fail-safe throttle ends", t.k.Key, t.res.cause)
 		default:
 			continue
 		}
@@ -270,7 +270,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 					settled[i] = true // the next attempt settles it
 					again = append(again, t)
 				} else {
-					t.res, t.err = loaded[V]{}, fmt.Errorf("%w: %q", ErrInvalidated, t.k.key)
+					t.res, t.err = loaded[V]{}, fmt.Errorf("%w: %q", ErrInvalidated, t.k.Key)
 				}
 				continue
 			}
@@ -294,13 +294,13 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		case fr.stored && t.res.outcome == Miss:
 			t.res.w, t.res.digest = reqs[i].e.w, fr.digest
 		case fr.fenced:
-			c.fencedOut(ctx, t.k.key)
+			c.fencedOut(ctx, t.k.Key)
 		case fr.unstored != nil && t.res.outcome == Miss:
 			t.res.cause = fr.unstored
-			c.unstored(ctx, t.k.key, fr.unstored)
+			c.unstored(ctx, t.k.Key, fr.unstored)
 		}
 		if fr.stored {
-			c.filledHere(t.k.key, t.res, t.err, version)
+			c.filledHere(t.k.Key, t.res, t.err, version)
 		}
 	}
 	if len(again) == 0 {
@@ -335,7 +335,7 @@ func (t *task[V]) stampOf(r computed[V]) stamp {
 func taskKeys[V any](tasks []*task[V]) []string {
 	names := make([]string, len(tasks))
 	for i, t := range tasks {
-		names[i] = t.k.key
+		names[i] = t.k.Key
 	}
 	return names
 }

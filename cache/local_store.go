@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/stampede-go/stampede/cache/internal/clockmap"
 )
 
 // localStore is the [store] of a Cache without Redis: entries in a bounded
@@ -14,7 +16,7 @@ import (
 // or abandons (a compute past ComputeTimeout is abandoned).
 type localStore[V any] struct {
 	now     func() time.Time
-	entries *clockMap[V]
+	entries *clockmap.Map[entry[V]]
 
 	mu      sync.Mutex
 	claims  map[string]uint64 // key -> token of its holder
@@ -26,12 +28,12 @@ type localStore[V any] struct {
 var _ store[struct{}] = (*localStore[struct{}])(nil)
 
 func newLocalStore[V any](size int, now func() time.Time) *localStore[V] {
-	return &localStore[V]{now: now, entries: newClockMap[V](size),
+	return &localStore[V]{now: now, entries: clockmap.New[entry[V]](size),
 		claims: make(map[string]uint64), waiters: make(map[string]map[*localWaiter]struct{})}
 }
 
 func (s *localStore[V]) read(_ context.Context, k keys, _ readMode) (entry[V], bool, error) {
-	e, ok := s.entries.get(k.key, s.now().UnixNano())
+	e, ok := s.entries.Get(k.Key, s.now().UnixNano())
 	return e, ok, nil
 }
 
@@ -48,12 +50,12 @@ func (s *localStore[V]) claimMany(_ context.Context, ks []keys) []claimed[V] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, k := range ks {
-		if _, held := s.claims[k.key]; held {
+		if _, held := s.claims[k.Key]; held {
 			out[i].claim.gen = s.gen // held by a compute in this process: wait for it
 			continue
 		}
 		s.token++
-		s.claims[k.key] = s.token
+		s.claims[k.Key] = s.token
 		out[i] = claimed[V]{claim: claim[V]{k: k, local: s.token, gen: s.gen}, won: true}
 	}
 	return out
@@ -72,14 +74,14 @@ func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillRes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range reqs {
-		if s.holdsLocked(r.k.key, r.claim) {
-			delete(s.claims, r.k.key)
-			s.entries.put(r.k.key, r.e, r.e.w.ErrorUntil.UnixNano())
+		if s.holdsLocked(r.k.Key, r.claim) {
+			delete(s.claims, r.k.Key)
+			s.entries.Put(r.k.Key, r.e, r.e.w.ErrorUntil.UnixNano())
 			out[i].stored = true
 		} else {
 			out[i].fenced = true
 		}
-		s.wakeLocked(r.k.key)
+		s.wakeLocked(r.k.Key)
 	}
 	return out
 }
@@ -87,27 +89,27 @@ func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillRes
 func (s *localStore[V]) abandon(_ context.Context, k keys, cl claim[V]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.holdsLocked(k.key, cl) {
-		delete(s.claims, k.key)
+	if s.holdsLocked(k.Key, cl) {
+		delete(s.claims, k.Key)
 	}
-	s.wakeLocked(k.key)
+	s.wakeLocked(k.Key)
 }
 
 func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.claims, k.key) // the compute in flight, if any, is fenced out
-	s.entries.put(k.key, e, e.w.ErrorUntil.UnixNano())
-	s.wakeLocked(k.key)
+	delete(s.claims, k.Key) // the compute in flight, if any, is fenced out
+	s.entries.Put(k.Key, e, e.w.ErrorUntil.UnixNano())
+	s.wakeLocked(k.Key)
 	return nil
 }
 
 func (s *localStore[V]) delete(_ context.Context, k keys) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.claims, k.key)
-	s.entries.delete(k.key)
-	s.wakeLocked(k.key)
+	delete(s.claims, k.Key)
+	s.entries.Delete(k.Key)
+	s.wakeLocked(k.Key)
 	return nil
 }
 
@@ -128,22 +130,22 @@ func (s *localStore[V]) readNotified(ctx context.Context, k keys, _ subscription
 }
 
 func (s *localStore[V]) subscribe(_ context.Context, k keys) (subscription, error) {
-	w := &localWaiter{key: k.key, c: make(chan struct{}, 1)}
+	w := &localWaiter{key: k.Key, c: make(chan struct{}, 1)}
 	w.off = func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if ws := s.waiters[k.key]; ws != nil {
+		if ws := s.waiters[k.Key]; ws != nil {
 			delete(ws, w)
 			if len(ws) == 0 {
-				delete(s.waiters, k.key)
+				delete(s.waiters, k.Key)
 			}
 		}
 	}
 	s.mu.Lock()
-	ws := s.waiters[k.key]
+	ws := s.waiters[k.Key]
 	if ws == nil {
 		ws = make(map[*localWaiter]struct{})
-		s.waiters[k.key] = ws
+		s.waiters[k.Key] = ws
 	}
 	ws[w] = struct{}{}
 	s.mu.Unlock()
@@ -186,4 +188,4 @@ func (s *localStore[V]) available() bool { return true }
 func (s *localStore[V]) close() error { return nil }
 
 // sweep drops the entries past their last window.
-func (s *localStore[V]) sweep() { s.entries.sweep(s.now().UnixNano()) }
+func (s *localStore[V]) sweep() { s.entries.Sweep(s.now().UnixNano()) }

@@ -54,21 +54,21 @@ func (s *redisStore[V]) keep(ctx context.Context, cl claim[V], quit <-chan struc
 		sent := time.Now()
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		ok, err := runStep(ectx, s.budget, func(ctx context.Context) (int64, error) {
-			return extendScript.Run(ctx, s.rdb, []string{cl.k.lease()}, cl.token, ttl.Milliseconds()).Int64()
+			return extendScript.Run(ctx, s.rdb, []string{cl.k.Lease()}, cl.token, ttl.Milliseconds()).Int64()
 		})
 		cancel()
 		switch {
 		case err == nil && ok == 1:
 			n++
 			validUntil = sent.Add(ttl)
-			s.c.observe(ctx, Event{Kind: EventLeaseExtended, Key: cl.k.key})
+			s.c.observe(ctx, Event{Kind: EventLeaseExtended, Key: cl.k.Key})
 		case err == nil:
-			s.leaseLost(cl.k.key, lease.ErrLeaseLost)
+			s.leaseLost(cl.k.Key, lease.ErrLeaseLost)
 			return
 		default:
 			s.redisFailed(context.WithoutCancel(ctx), err)
 			if !time.Now().Before(validUntil) {
-				s.leaseLost(cl.k.key, errors.Join(lease.ErrLeaseLost, errLeaseUnanswered, err))
+				s.leaseLost(cl.k.Key, errors.Join(lease.ErrLeaseLost, errLeaseUnanswered, err))
 				return
 			}
 		}

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stampede-go/stampede/cache/internal/retry"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -44,7 +42,7 @@ func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V
 	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, c.opts.WaitTimeout, rdb)}
 	// The shared read names the value key only when it sends a GET: a
 	// caller that joins a GET in flight builds no string.
-	s.getFn = func(ctx context.Context, key string) (reply, error) { return s.get(ctx, c.keysFor(key).value) }
+	s.getFn = func(ctx context.Context, key string) (reply, error) { return s.get(ctx, c.keysFor(key).Value) }
 	// The longest a GET may take: the budget while Redis answers in time,
 	// and, while it answers slowly, up to the budget's ceiling.
 	s.reads.within = s.budget.longest()
@@ -106,13 +104,13 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 	var err error
 	switch mode {
 	case readShared:
-		r, err = s.reads.do(ctx, k.key, s.getFn)
+		r, err = s.reads.do(ctx, k.Key, s.getFn)
 	case readOwn:
-		r, err = s.get(ctx, k.value)
+		r, err = s.get(ctx, k.Value)
 	case readWaiting:
 		// A waiter's failure does not count towards the breaker (see
 		// Cache.wait); its success still closes it.
-		if r, err = s.getRaw(ctx, k.value); err == nil {
+		if r, err = s.getRaw(ctx, k.Value); err == nil {
 			s.redisOK(ctx)
 		} else {
 			s.noteRedisError(ctx, err)
@@ -122,9 +120,9 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 		return entry[V]{}, false, err
 	}
 	if mode != readShared {
-		s.reads.forget(k.key) // this reply may answer a caller: see readGroup.forget
+		s.reads.forget(k.Key) // this reply may answer a caller: see readGroup.forget
 	}
-	return s.c.decodeEntry(ctx, k.key, r, mode != readOwn)
+	return s.c.decodeEntry(ctx, k.Key, r, mode != readOwn)
 }
 
 // get runs one GET, recording Redis' health for the breaker.
@@ -167,11 +165,11 @@ func isWrongType(err error) bool {
 func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, each func(i int, e entry[V], found bool)) error {
 	vkeys := make([]string, len(ks))
 	for i, k := range ks {
-		vkeys[i] = k.value
+		vkeys[i] = k.Value
 	}
 	give := func(i int, r reply) {
-		s.reads.forget(ks[i].key) // not a read of the group: see readGroup.forget
-		e, found, _ := s.c.decodeEntry(ctx, ks[i].key, r, mode != readOwn)
+		s.reads.forget(ks[i].Key) // not a read of the group: see readGroup.forget
+		e, found, _ := s.c.decodeEntry(ctx, ks[i].Key, r, mode != readOwn)
 		each(i, e, found)
 	}
 	fail := func(err error) error {
@@ -215,259 +213,6 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 	return nil
 }
 
-// claimMany implements [store] with the claim script (a pipeline of
-// EVALSHA, and of EVAL for the keys whose node lacked the script): each
-// key's lease is taken if it is free, and a lease won
-// carries the key's value as it was at that moment, so the lead needs no
-// read of its own.
-func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
-	out := make([]claimed[V], len(ks))
-	start := time.Now()
-	ttl := max(s.c.opts.LeaseTTL.Milliseconds(), 1)
-	tokens := make([]string, len(ks))
-	for i := range ks {
-		tokens[i] = rand.Text()
-	}
-	type replies struct {
-		claims []*redis.Cmd
-		gen    *redis.StringCmd
-	}
-	rep, err := runStep(ctx, s.budget, func(ctx context.Context) (replies, error) {
-		// The namespace's invalidation counter is read in the same round
-		// trip, before any compute starts: the generation of what is
-		// computed (on a Cluster it lives in another slot; go-redis sends
-		// each node its part).
-		cmds := make([]*redis.Cmd, len(ks))
-		pipe := s.rdb.Pipeline()
-		for i, k := range ks {
-			cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.value, k.lease()}, tokens[i], ttl)
-		}
-		genCmd := pipe.HGet(ctx, s.c.invKey(), "g")
-		if _, err := pipe.Exec(ctx); brokenConn(err) {
-			return replies{}, err // every command met it: run the step again
-		} // other errors are per command
-		// A node that lacks the script took no claim: send it the script
-		// itself (a Cluster's nodes may differ).
-		var retry redis.Pipeliner
-		for i, k := range ks {
-			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-				if retry == nil {
-					retry = s.rdb.Pipeline()
-				}
-				cmds[i] = claimScript.Eval(ctx, retry, []string{k.value, k.lease()}, tokens[i], ttl)
-			}
-		}
-		if retry != nil {
-			if _, err := retry.Exec(ctx); brokenConn(err) {
-				return replies{}, err
-			}
-		}
-		return replies{cmds, genCmd}, nil
-	})
-	var gen uint64
-	var genErr error
-	if err != nil {
-		// Out of budget or the caller's context ended: one failure for the
-		// step. A claim Redis still runs later is a lease nobody fills; it
-		// expires after LeaseTTL, as a crashed holder's does.
-		s.redisFailed(ctx, err)
-	} else if gen, genErr = genOf(rep.gen); genErr == nil {
-		gen, genErr = s.restored(ctx, gen)
-	}
-	for i := range ks {
-		if err != nil {
-			out[i] = claimed[V]{err: fmt.Errorf("cache: claim %s: %w", ks[i].lease(), err)}
-		} else {
-			out[i] = s.claimed(ctx, ks[i], tokens[i], rep.claims[i])
-			if out[i].won && genErr != nil { // a compute without a generation could not be checked
-				s.abandon(ctx, ks[i], out[i].claim)
-				s.redisFailed(ctx, genErr)
-				out[i] = claimed[V]{err: fmt.Errorf("cache: claim: read %s: %w", s.c.invKey(), genErr)}
-			}
-			out[i].claim.gen = gen
-		}
-		s.c.observeClaim(ctx, ks[i].key, out[i], start)
-	}
-	return out
-}
-
-// claimed reads the claim script's reply.
-func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *redis.Cmd) claimed[V] {
-	res, err := cmd.Slice()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("cache: claim: unexpected reply %v", res)
-	}
-	if err != nil {
-		s.redisFailed(ctx, err)
-		return claimed[V]{err: fmt.Errorf("cache: claim %s: %w", k.lease(), err)}
-	}
-	if won, _ := res[0].(int64); won == 0 {
-		ms, _ := res[1].(int64)
-		return claimed[V]{remaining: time.Duration(max(ms, 0)) * time.Millisecond}
-	}
-	cl := claim[V]{k: k, token: token, reread: true}
-	s.reads.forget(k.key) // the claim read the value too
-	if v, ok := res[1].(string); ok {
-		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.key, reply{s: v, found: true}, false)
-		if cl.found && !cl.seen.negative {
-			cl.raw = envelopeValue(v)
-		}
-	}
-	return claimed[V]{claim: cl, won: true}
-}
-
-// fillMany implements [store]: one fill script per entry (EVALSHA for one,
-// a pipeline of EVAL for several: a pipeline cannot fall back on
-// NOSCRIPT). A fill that fails on a Redis error is retried in the
-// background (see refill).
-func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillResult {
-	out := make([]fillResult, len(reqs))
-	args := make([][]any, len(reqs))
-	for i, r := range reqs {
-		var err error
-		if args[i], err = s.fillArgs(r); err != nil {
-			out[i].unstored = err
-			s.abandon(ctx, r.k, r.claim)
-		}
-	}
-	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(reqs))
-		if len(reqs) == 1 {
-			if args[0] != nil {
-				cmds[0] = fillScript.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
-				if err := cmds[0].Err(); brokenConn(err) {
-					return nil, err // run the step again
-				}
-			}
-			return cmds, nil
-		}
-		pipe := s.rdb.Pipeline()
-		for i, r := range reqs {
-			if args[i] != nil {
-				cmds[i] = fillScript.Eval(ctx, pipe, fillKeys(r.k), args[i]...)
-			}
-		}
-		if _, err := pipe.Exec(ctx); brokenConn(err) {
-			return nil, err // every command met it: run the step again
-		} // other errors are per command
-		return cmds, nil
-	})
-	if err != nil {
-		s.redisFailed(ctx, err)
-	}
-	for i := range reqs {
-		if args[i] == nil {
-			continue
-		}
-		if err == nil {
-			cmd := cmds[i]
-			out[i].stored = s.filled(ctx, reqs[i].k, cmd)
-			out[i].fenced = !out[i].stored && cmd.Err() == nil
-			if out[i].stored && s.c.l1 != nil {
-				out[i].digest = s.c.l1.digestBytes(args[i][0].([]byte))
-			}
-			if out[i].stored || cmd.Err() == nil {
-				continue
-			}
-		}
-		// Redis failed or ran out of budget: the value is good, only
-		// storing it failed (it may even have been stored).
-		out[i].failed = true
-		if ctx.Err() == nil {
-			s.refill(reqs[i].k, args[i])
-		}
-	}
-	return out
-}
-
-func fillKeys(k keys) []string { return []string{k.value, k.lease()} }
-
-// fillArgs encodes a fill for the fill script: envelope, TTL, token,
-// channel, SPUBLISH flag, the largest envelope a notification carries,
-// invalidation channel and message.
-func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
-	b, err := s.c.encodeEntryRaw(r.e, r.raw)
-	if err != nil {
-		return nil, err
-	}
-	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.channel(), s.shardArg(), notifyMaxBytes,
-		s.c.invalidationChannel(), s.c.id + " " + r.k.key}, nil
-}
-
-// refill retries a fill that failed on a Redis error (a failover, a
-// restart) in the background, with backoff, for up to LeaseTTL+WaitTimeout:
-// the replicas waiting for this value get it as soon as Redis answers
-// instead of recomputing it. The compare-and-set makes a late fill safe: if
-// the lease expired, or a newer lease, Set or Delete happened meanwhile, it
-// is rejected.
-func (s *redisStore[V]) refill(k keys, args []any) {
-	s.c.goBackground("\x00fill "+k.key, func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, s.c.opts.LeaseTTL+s.c.opts.WaitTimeout)
-		defer cancel()
-		for attempt := 1; retry.Sleep(ctx.Done(), retry.Backoff(attempt)); attempt++ {
-			cmd, err := runStep(ctx, s.budget, func(ctx context.Context) (*redis.Cmd, error) {
-				cmd := fillScript.Run(ctx, s.rdb, fillKeys(k), args...)
-				return cmd, cmd.Err()
-			})
-			if ctx.Err() != nil {
-				return
-			}
-			if err == nil {
-				switch stored := s.filled(ctx, k, cmd); {
-				case stored:
-					s.c.stats.refills.Add(1)
-					if s.c.l1 != nil {
-						s.c.l1.invalidate(k.key) // the announcement skips this replica
-					}
-				case cmd.Err() == nil:
-					s.c.fencedOut(ctx, k.key)
-				}
-				return
-			}
-			s.reloadTopology()
-		}
-	})
-}
-
-// filled reads the fill script's reply, reporting a lease found in another
-// holder's hands; it says whether the value was stored (false: fenced out,
-// or Redis failed).
-// A Redis failure counts, but the value is good: only storing it failed.
-func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool {
-	res, err := cmd.Int64Slice()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("cache: fill: unexpected reply %v", res)
-	}
-	if err != nil {
-		s.redisFailed(ctx, err)
-		return false
-	}
-	s.redisOK(ctx)
-	if res[1] == 1 {
-		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
-	}
-	if res[0] == 1 {
-		s.reads.forget(k.key)
-	}
-	return res[0] == 1
-}
-
-// abandon implements [store]: the lease is released and the waiters woken,
-// so that one of them takes over at once.
-func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim[V]) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	n, err := runStep(actx, s.budget, func(ctx context.Context) (int64, error) {
-		return abandonScript.Run(ctx, s.rdb, []string{k.lease()}, cl.token, k.channel(), s.shardArg()).Int64()
-	})
-	switch {
-	case err != nil:
-		s.redisFailed(actx, err)
-	case n == 0:
-		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.key})
-	}
-}
-
 // set implements [store]: the lease is taken away, so a compute in flight
 // cannot overwrite the value, and every replica's L1 is told.
 func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
@@ -475,27 +220,27 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 	if err != nil {
 		return err
 	}
-	args := []any{b, keepMillis(e.w, s.c.now()), k.channel(), s.c.invalidationChannel(), s.c.id + " " + k.key, s.shardArg(), notifyMaxBytes}
+	args := []any{b, keepMillis(e.w, s.c.now()), k.Channel(), s.c.invalidationChannel(), s.c.id + " " + k.Key, s.shardArg(), notifyMaxBytes}
 	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
-		return setScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, args...).Result()
+		return setScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, args...).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
-		return fmt.Errorf("cache: set %s: %w", k.value, err)
+		return fmt.Errorf("cache: set %s: %w", k.Value, err)
 	}
-	s.reads.forget(k.key)
+	s.reads.forget(k.Key)
 	return nil
 }
 
 // delete implements [store] like set.
 func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
-		return deleteScript.Run(ctx, s.rdb, []string{k.value, k.lease()}, k.channel(),
-			s.c.invalidationChannel(), s.c.id+" "+k.key, s.shardArg()).Result()
+		return deleteScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, k.Channel(),
+			s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
-		return fmt.Errorf("cache: delete %s: %w", k.value, err)
+		return fmt.Errorf("cache: delete %s: %w", k.Value, err)
 	}
-	s.reads.forget(k.key)
+	s.reads.forget(k.Key)
 	return nil
 }
 
@@ -504,8 +249,8 @@ func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscription) (entry[V], bool, error) {
 	if w, ok := sub.(redisSubscription); ok {
 		if p := w.Take(); isEnvelope(p) {
-			if e, found, _ := s.c.decodeEntry(ctx, k.key, reply{s: p, found: true}, false); found {
-				s.reads.forget(k.key) // see readGroup.forget
+			if e, found, _ := s.c.decodeEntry(ctx, k.Key, reply{s: p, found: true}, false); found {
+				s.reads.forget(k.Key) // see readGroup.forget
 				return e, true, nil
 			}
 		}
@@ -519,7 +264,7 @@ func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscripti
 func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, error) {
 	ctx, cancel := s.budget.bound(ctx)
 	defer cancel()
-	w, err := s.notify.Subscribe(ctx, k.channel())
+	w, err := s.notify.Subscribe(ctx, k.Channel())
 	return redisSubscription{w}, err
 }
 
@@ -570,7 +315,7 @@ func (s *redisStore[V]) reloadTopology() {
 func (s *redisStore[V]) redisOK(ctx context.Context) {
 	if s.c.brk.success() {
 		if s.c.kept != nil { // what the outage computed must not answer in the next one
-			s.c.kept.clear()
+			s.c.kept.Clear()
 		}
 		s.c.logRare(ctx, slog.LevelInfo, "stampede: Redis answers again (breaker closed)", "", nil, slog.String("addr", s.addrs()))
 		s.c.observe(ctx, Event{Kind: EventBreakerClosed})

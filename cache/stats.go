@@ -93,7 +93,7 @@ func (c *Cache[V]) Stats() Stats {
 		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.local != nil {
-		st.LocalEntries = c.local.entries.len()
+		st.LocalEntries = c.local.entries.Len()
 	}
 	if c.l1 != nil {
 		st.L1Clears, st.L1Entries = uint64(c.l1.clears.Load()), c.l1.len()

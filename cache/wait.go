@@ -14,7 +14,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 	if c.opts.Observer != nil {
 		start := time.Now()
 		defer func() {
-			c.observe(ctx, Event{Kind: EventWait, Key: k.key, Duration: time.Since(start), Outcome: res.outcome, Err: err})
+			c.observe(ctx, Event{Kind: EventWait, Key: k.Key, Duration: time.Since(start), Outcome: res.outcome, Err: err})
 		}()
 	}
 	// The namespace's invalidation counter as the latest claim attempt read
@@ -112,8 +112,8 @@ func (c *Cache[V]) pollDelay(attempt int, remaining time.Duration) time.Duration
 // ran. A fallback's value is not fn's: no invalidation applies to it.
 func (c *Cache[V]) busy(ctx context.Context, k keys, gen uint64, fn, fallback batchFunc[V], prev *entry[V]) (loaded[V], error) {
 	if fallback != nil {
-		r := c.compute(ctx, []string{k.key}, fallback)
-		return loaded[V]{value: r.values[k.key], outcome: Fallback, created: c.now()}, r.err
+		r := c.compute(ctx, []string{k.Key}, fallback)
+		return loaded[V]{value: r.values[k.Key], outcome: Fallback, created: c.now()}, r.err
 	}
 	if c.opts.OnBusy == BusyError {
 		return c.onError(ctx, prev, 0, ErrLeaseBusy)

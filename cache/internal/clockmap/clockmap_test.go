@@ -1,0 +1,84 @@
+package clockmap
+
+import (
+	"strconv"
+	"testing"
+)
+
+// TestBoundAndExpiry pins that a Map holds at most its bound (one ring per
+// shard) and that Get and Sweep honour each entry's expiry.
+func TestBoundAndExpiry(t *testing.T) {
+	m := New[int](64)
+	for i := range 1000 {
+		m.Put(strconv.Itoa(i), i, 100)
+	}
+	if n := m.Len(); n > 64 {
+		t.Fatalf("Len = %d after 1000 puts, want <= 64", n)
+	}
+	m.Put("k", 7, 100)
+	if v, ok := m.Get("k", 99); !ok || v != 7 {
+		t.Fatalf("Get before expiry = %d, %v; want 7, true", v, ok)
+	}
+	if _, ok := m.Get("k", 100); ok {
+		t.Fatal("Get at expiry found the entry")
+	}
+	m.Sweep(100)
+	if n := m.Len(); n != 0 {
+		t.Fatalf("Len = %d after sweeping everything expired, want 0", n)
+	}
+}
+
+// TestUpdateSeesTrace pins what Update shows decide and does with its
+// answer: a tombstone is invisible to Get but its trace is live for the
+// next Update; Remove drops it; Skip leaves the key as it is.
+func TestUpdateSeesTrace(t *testing.T) {
+	m := New[string](16)
+	var seen []Trace
+	update := func(v string, op Op, tr Trace) {
+		m.Update("k", 10, v, 100, func(old Trace, live bool) (Op, Trace) {
+			if live {
+				seen = append(seen, old)
+			}
+			return op, tr
+		}, func(string) { t.Fatal("evicted with room to spare") })
+	}
+	update("a", StoreTombstone, Trace{Tick: 1, Digest: 5})
+	if _, ok := m.Get("k", 10); ok {
+		t.Fatal("Get found a tombstone")
+	}
+	update("b", Skip, Trace{})
+	update("c", Store, Trace{Tick: 2, Digest: 6})
+	if v, ok := m.Get("k", 10); !ok || v != "c" {
+		t.Fatalf("Get = %q, %v; want c, true", v, ok)
+	}
+	update("d", Remove, Trace{})
+	update("e", Skip, Trace{})
+	want := []Trace{{1, 5}, {1, 5}, {2, 6}}
+	if len(seen) != len(want) {
+		t.Fatalf("decide saw %v, want %v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("decide saw %v, want %v", seen, want)
+		}
+	}
+}
+
+// TestUpdateReportsEviction pins that a store into a full shard evicts
+// and names the key it evicted.
+func TestUpdateReportsEviction(t *testing.T) {
+	m := New[int](1) // one entry per shard
+	var evicted []string
+	for i := range 100 {
+		m.Update(strconv.Itoa(i), 0, i, 100, func(Trace, bool) (Op, Trace) { return Store, Trace{} },
+			func(k string) { evicted = append(evicted, k) })
+	}
+	if got := 100 - len(evicted); got != m.Len() {
+		t.Fatalf("%d stores, %d evictions reported, Len = %d", 100, len(evicted), m.Len())
+	}
+	for _, k := range evicted {
+		if _, ok := m.Get(k, 0); ok {
+			t.Fatalf("evicted key %q still found", k)
+		}
+	}
+}
