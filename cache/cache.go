@@ -145,7 +145,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 			}
 		}
 	}
-	_, plain := rdb.(*redis.Client)
+	plain := oneServer(rdb)
 	if c.l1 != nil || plain {
 		// Subscribe in the background: New does not wait on Redis. L1 fills
 		// only once Redis confirms the subscription (synced), and if Redis is
@@ -160,7 +160,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		// The subscription vouches for the marks (see marks.go, "Trusted by
 		// the subscription"). Not on a Cluster, where a PUBLISH reaches the
 		// other nodes' subscribers over the cluster bus, after the PUBLISH
-		// and unordered with their replies; nor on a Ring.
+		// and unordered with their replies; nor on a Ring; nor behind
+		// Sentinel, whose failover moves the commands to the new master
+		// and leaves the subscription where it was.
 		c.marks.session = rs.notify.Session
 		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.mono, c.marks.beaten)
 	}
@@ -318,4 +320,12 @@ func (c *Cache[V]) startSweeper() {
 			}
 		}
 	}()
+}
+
+// oneServer reports whether every command and the subscription of rdb go
+// to one Redis server: a plain client, not a Sentinel failover client
+// (a *redis.Client too, whose failover moves only the command pools).
+func oneServer(rdb redis.UniversalClient) bool {
+	r, ok := rdb.(*redis.Client)
+	return ok && r.Options().Addr != "FailoverClient"
 }

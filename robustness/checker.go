@@ -196,7 +196,11 @@ func (c *checker) degraded(a answer) bool {
 	// A value some caller was answered as Degraded lives only in the
 	// memory of the replica that computed it: there it stays degraded
 	// whatever it answers as next (a stale stand-in for a failing compute).
-	if cp := c.computes[a.v.ID]; cp != nil && cp.Replica == a.op.Replica && c.degradedIDs[a.v.ID] {
+	// It is kept for DegradedTTL and may stand in past it for the
+	// windows a stored value has (TTL, then max(Stale, StaleIfError)):
+	// no longer.
+	if cp := c.computes[a.v.ID]; cp != nil && cp.Replica == a.op.Replica && c.degradedIDs[a.v.ID] &&
+		a.op.Invoke <= cp.Ended+c.sc.keptFor() {
 		return true
 	}
 	// A path that does not say (GetOrCompute, a batch), or a compute this
@@ -207,6 +211,22 @@ func (c *checker) degraded(a answer) bool {
 	}
 	cp := c.computes[a.v.ID]
 	return cp != nil && cp.Replica == a.op.Replica && (c.degradedIDs[a.v.ID] || c.unreachable(a.op.Replica, cp.Began, a.op.Return))
+}
+
+// keptFor bounds how long after its compute a degraded value may answer on
+// its replica: DegradedTTL (default min(TTL, 1s)) and the windows of a
+// stored value after it.
+func (sc Scenario) keptFor() time.Duration {
+	o := sc.Options
+	ttl := o.TTL
+	if ttl <= 0 {
+		ttl = time.Minute
+	}
+	kept := o.DegradedTTL
+	if kept <= 0 {
+		kept = min(ttl, time.Second)
+	}
+	return kept + ttl + max(o.Stale, o.StaleIfError)
 }
 
 // unreachable reports whether a fault that keeps replica from Redis (not

@@ -355,3 +355,34 @@ func TestCheckerSoftTimeoutStandIn(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckerDegradedValueStandsInOnlyWhileKept: a value answered as
+// Degraded lives in its replica's memory, out of reach of other replicas'
+// invalidations, for DegradedTTL and a stored value's windows; an answer
+// of it after that is judged like any other.
+func TestCheckerDegradedValueStandsInOnlyWhileKept(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		at        int
+		violation string
+	}{
+		{"while kept", 300, ""},
+		{"long after", 70_000, "invalidation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.h.End = at(80_000)
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			d := val("c1", "g0")
+			d.Outcome = "degraded"
+			b.op("r0", wire.OpFetch, "k0", 5, 25, d)
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			r := val("c1", "g0")
+			r.Outcome = "stale"
+			b.op("r0", wire.OpFetch, "k0", tc.at, tc.at+10, r)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}

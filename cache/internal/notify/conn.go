@@ -26,6 +26,11 @@ type psConn struct {
 	// payload; beatsQueued those still in outbox (heartbeat.go).
 	beats       map[string]beat
 	beatsQueued int
+	// heard lists the permanent subscriptions (Listen) Redis has confirmed
+	// on this socket since the last break seen: a confirmation of one of
+	// them again is go-redis resubscribing on a new socket it dialled
+	// without returning an error (see resubscribed).
+	heard map[string]bool
 }
 
 func (p *psConn) sharded() bool { return p.addr != "" }
@@ -98,6 +103,7 @@ func (n *Notifier) receive(c *psConn) {
 		failures = 0
 		switch m := msg.(type) {
 		case *redis.Subscription:
+			n.resubscribed(c, m.Kind, m.Channel)
 			n.confirm(c, m.Kind, m.Channel)
 		case *redis.Message:
 			n.wake(c, m.Channel, m.Payload)
@@ -133,6 +139,43 @@ func (n *Notifier) confirm(c *psConn, kind, channel string) {
 	}
 }
 
+// resubscribed treats a second confirmation of a permanent subscription
+// on the plain connection, with no break seen in between, as a break:
+// go-redis replaced the socket without returning an error (a connection
+// it found unusable, or handed off on a maintenance notification, is
+// redialled and resubscribed inside a Receive or a command that then
+// succeeds), and what was published meanwhile may be lost. The session
+// moves on, so that no heartbeat of the old socket vouches for the marks
+// (heartbeat.go), and OnReset forgets what the lost announcements may
+// have made stale.
+func (n *Notifier) resubscribed(c *psConn, kind, channel string) {
+	if c.sharded() || (kind != "subscribe" && kind != "psubscribe") {
+		return
+	}
+	n.mu.Lock()
+	if n.handlers[channel] == nil {
+		n.mu.Unlock()
+		return
+	}
+	again := c.heard[channel]
+	if c.heard == nil {
+		c.heard = make(map[string]bool)
+	}
+	c.heard[channel] = true
+	if again {
+		clear(c.heard)
+		c.heard[channel] = true
+		clear(c.beats)
+	}
+	n.mu.Unlock()
+	if again {
+		n.session.Add(1)
+		if n.OnReset != nil {
+			n.OnReset()
+		}
+	}
+}
+
 // wake hands a notification received on c to its channel's waiters; one
 // from a connection the channel has left (its slot moved) was published
 // before the subscription that replaced it, and is dropped.
@@ -165,6 +208,7 @@ func (n *Notifier) reset(c *psConn) {
 	defer n.mu.Unlock()
 	c.releaseBarriersLocked(errPubSubLost)
 	clear(c.beats) // their answers, if any come, are on a new socket
+	clear(c.heard) // the new socket's confirmations are its first
 	for ch, st := range n.chans {
 		if st.conn != c {
 			continue

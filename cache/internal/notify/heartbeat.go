@@ -16,11 +16,19 @@ import (
 // A PONG proves that only for the socket it came on: the heartbeat is
 // credited only when no break was seen between the PING being taken from
 // the outbox and its answer being read (the same session, see Session).
-// Every go-redis reconnect of the plain connection comes with an error
+// A go-redis reconnect of the plain connection that comes with an error
 // returned to the goroutine that caused it, the receiver or the sender,
-// and each of them moves the session on (reset) before it reads or writes
-// anything else: a PONG read on a new socket either answers a PING taken
-// after that reset, or is read after it.
+// moves the session on (reset) before that goroutine reads or writes
+// anything else; one that go-redis makes silently (an unusable connection,
+// or a maintenance hand-off, redialled inside a call that then succeeds)
+// resubscribes first on the new socket, and that second confirmation of a
+// permanent subscription moves the session on (resubscribed, conn.go)
+// before any PONG of the new socket is read. Either way a PONG read on a
+// new socket answers a PING credited to a session that is no longer the
+// one it was taken in, or one taken after the break was seen. This holds
+// for a client that talks to one Redis server: New does not use the
+// heartbeat on a Cluster, a Ring or a Sentinel failover client, whose
+// subscription may sit on another node than the commands.
 
 // beat is a heartbeat PING taken from the outbox: the session then and the
 // time (on the heartbeat's clock) before it was written.
@@ -82,6 +90,13 @@ func (n *Notifier) beatOnce() {
 		// Its SUBSCRIBE must be queued ahead (a waiter's Subscribe may
 		// have made the connection first).
 		if st := n.chans[ch]; st == nil || st.conn != c || st.lastSub == nil {
+			return
+		}
+		// And confirmed on this socket since the last break seen: no
+		// beat goes out while the connection is down (the receiver,
+		// which backs off, dials it again), and a beat's answer is never
+		// the first thing a new socket says.
+		if !c.heard[ch] {
 			return
 		}
 	}
