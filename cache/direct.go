@@ -208,6 +208,13 @@ func (c *Cache[V]) forgetLocal(key string) {
 // the error matches [ErrUnavailable] and the key may or may not be
 // deleted; when ctx ends first, ctx's error.
 func (c *Cache[V]) Delete(ctx context.Context, key string) error {
+	return c.retire(ctx, "delete", key, func(k keys) error { return c.store.delete(ctx, k) })
+}
+
+// retire is Delete and Expire: it checks the call, runs write on key's
+// names, and forgets what this process holds of key (shared reads, loads,
+// L1), whatever write's outcome, since it may have applied.
+func (c *Cache[V]) retire(ctx context.Context, verb, key string, write func(keys) error) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
@@ -215,9 +222,9 @@ func (c *Cache[V]) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if !c.store.available() {
-		return fmt.Errorf("cache: delete %q: %w", key, ErrUnavailable)
+		return fmt.Errorf("cache: %s %q: %w", verb, key, ErrUnavailable)
 	}
-	err := c.store.delete(ctx, c.keysFor(key))
+	err := write(c.keysFor(key))
 	c.forgetLocal(key)
 	if c.l1 != nil {
 		c.l1.invalidate(key)

@@ -31,29 +31,13 @@ const expireTries = 3
 // breaker is open), the error matches [ErrUnavailable] and the key may or
 // may not be expired; when ctx ends first, ctx's error.
 func (c *Cache[V]) Expire(ctx context.Context, key string) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
-	if err := c.check(key); err != nil {
-		return err
-	}
-	if !c.store.available() {
-		return fmt.Errorf("cache: expire %q: %w", key, ErrUnavailable)
-	}
-	var err error
-	if c.redis != nil {
-		err = c.redis.expire(ctx, c.keysFor(key))
-	} else {
-		c.local.expire(c.keysFor(key))
-	}
-	c.forgetLocal(key)
-	if c.l1 != nil {
-		c.l1.invalidate(key)
-	}
-	if err != nil {
-		return storeFailed(ctx, err)
-	}
-	return nil
+	return c.retire(ctx, "expire", key, func(k keys) error {
+		if c.redis == nil {
+			c.local.expire(k)
+			return nil
+		}
+		return c.redis.expire(ctx, k)
+	})
 }
 
 // expireWindows returns w ended at now, keeping only its stale-if-error
