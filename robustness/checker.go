@@ -37,10 +37,10 @@ type checker struct {
 	// vouched for it again.
 	revalidated map[string][]*Compute
 	sets        map[string]*Op // Set operations by their value's ID
-	// batchKeys lists, per batch request's ID, the keys it asked for: a
-	// batch's compute that fails fails for every key it was to compute.
-	batchKeys map[int64][]string
-	faults    []fault
+	// byReq is every operation by its request's ID (a compute names the
+	// request it ran for).
+	byReq  map[int64]*Op
+	faults []fault
 	// degradedIDs are the computes some caller was answered as Degraded.
 	degradedIDs map[string]bool
 	out         []Violation
@@ -57,7 +57,7 @@ type fault struct {
 // Check applies every property to h and returns the violations found.
 func Check(sc Scenario, h *History) []Violation {
 	c := &checker{sc: sc, h: h, computes: map[string]*Compute{}, revalidated: map[string][]*Compute{}, sets: map[string]*Op{},
-		batchKeys: map[int64][]string{}}
+		byReq: map[int64]*Op{}}
 	for _, cp := range h.Computes {
 		c.computes[cp.ID] = cp
 		if cp.How == "unchanged" && cp.Revalidated != "" {
@@ -68,9 +68,7 @@ func Check(sc Scenario, h *History) []Violation {
 		if o.Req.Op == wire.OpSet {
 			c.sets[fmt.Sprintf("s%d", o.Req.ID)] = o
 		}
-		if len(o.Req.Keys) > 0 {
-			c.batchKeys[o.Req.ID] = o.Req.Keys
-		}
+		c.byReq[o.Req.ID] = o
 	}
 	c.faults = faultWindows(h, sc.settle())
 	c.degradedIDs = map[string]bool{}
@@ -507,7 +505,7 @@ func (c *checker) failedAfter(a answer, t time.Duration) bool {
 		}
 		// A batch's compute fails for all its keys when one key's does,
 		// and the fail-safe re-arms each of them (any caller's batch).
-		sameCall := cp.Key == a.key || cp.Req == a.op.Req.ID && len(a.op.Req.Keys) > 0 || slices.Contains(c.batchKeys[cp.Req], a.key)
+		sameCall := cp.Key == a.key || cp.Req == a.op.Req.ID && len(a.op.Req.Keys) > 0 || c.askedFor(cp.Req, a.key)
 		if sameCall && (cp.How == "failed" || cp.How == "panic" || cp.How == "cancelled") &&
 			cp.Ended >= t && cp.Began <= a.op.Return && (c.sc.Mode != "local" || cp.Replica == a.op.Replica) {
 			return true
@@ -715,12 +713,17 @@ func (c *checker) oneCompute() {
 
 // invoked is when request id was invoked (its compute's begin is later).
 func (c *checker) invoked(id int64) time.Duration {
-	for _, o := range c.h.Ops {
-		if o.Req.ID == id {
-			return o.Invoke
-		}
+	if o := c.byReq[id]; o != nil {
+		return o.Invoke
 	}
 	return c.h.End
+}
+
+// askedFor reports whether request id was a batch that asked for key: a
+// batch's compute that fails fails for every key it was to compute.
+func (c *checker) askedFor(id int64, key string) bool {
+	o := c.byReq[id]
+	return o != nil && slices.Contains(o.Req.Keys, key)
 }
 
 // writeDuring reports whether a Set, Delete or invalidation of key
