@@ -129,6 +129,12 @@ func do(t *testing.T, method, url string, hdr map[string]string) reply {
 		t.Fatal(err)
 	}
 	req.Host = host
+	return sendRequest(t, req, hdr)
+}
+
+// sendRequest sends req with the headers hdr and reads the whole reply.
+func sendRequest(t *testing.T, req *http.Request, hdr map[string]string) reply {
+	t.Helper()
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

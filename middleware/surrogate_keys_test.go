@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -62,19 +61,7 @@ func purgeReq(t *testing.T, url, method string, hdr map[string]string, body stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reply{status: res.StatusCode, header: res.Header, body: string(b)}
+	return sendRequest(t, req, hdr)
 }
 
 // assertNoTagHeaders fails when a reply carries a tag header.
