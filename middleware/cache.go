@@ -126,6 +126,12 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced,
 	switch {
 	case own != nil && own.panicked != nil:
 		panic(own.panicked.value) // this request's own handler panicked: let the server's recovery see it
+	case errors.Is(err, cache.ErrInvalidated):
+		// Each run of this request, its own included, was purged while it
+		// ran, and the cache stopped running it again: no run it saw may
+		// answer it (docs/http.md, "Purging").
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
 	case own != nil:
 		status := StatusMiss
 		if res.Outcome == cache.Degraded {

@@ -228,6 +228,61 @@ func TestPurgeDuringRunningHandlerNeitherStoresNorServesIt(t *testing.T) {
 	}
 }
 
+// When every run of a request is purged while it runs, the cache stops
+// running it again (ErrInvalidated): the request is answered 503 with
+// Retry-After, never by one of its purged runs, and nothing is stored; the
+// next request is answered by a run after the purges.
+func TestRequestPurgedOnEveryRunIsUnavailable(t *testing.T) {
+	var runs atomic.Int32
+	var purging atomic.Bool // the runs of the first request are purged
+	purging.Store(true)
+	started, release := make(chan int32), make(chan struct{})
+	fleet := tagFleet(t, 2, middleware.Options{}, func(r chi.Router) {
+		r.Get("/hot", func(w http.ResponseWriter, r *http.Request) {
+			n := runs.Add(1)
+			w.Header().Set("Surrogate-Key", "hot")
+			if purging.Load() {
+				started <- n
+				parked(release)
+			}
+			fmt.Fprintf(w, "run %d", n)
+		})
+	})
+	a, b := fleet[0], fleet[1]
+	answer := make(chan reply, 1)
+	go func() { answer <- get(t, a.url+"/hot", nil) }()
+	var got reply
+	purged := 0
+	for done := false; !done; {
+		select {
+		case <-started:
+			if err := middleware.Purge(t.Context(), b.c, "hot"); err != nil {
+				t.Fatal(err)
+			}
+			purged++
+			release <- struct{}{} // this run returns only after its purge returned
+		case got = <-answer:
+			done = true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no answer after %d purged runs", purged)
+		}
+	}
+	if got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") == "" {
+		t.Fatalf("after %d purged runs: %d %q (%s), want 503 with Retry-After", purged, got.status, got.body, got.header.Get("X-Cache"))
+	}
+	if purged < 2 {
+		t.Errorf("the request was given up after %d purged run(s); the cache runs it again after a purge", purged)
+	}
+	purging.Store(false)
+	want := fmt.Sprintf("run %d", purged+1)
+	for i, rep := range fleet {
+		got := get(t, rep.url+"/hot", nil)
+		if got.body != want {
+			t.Errorf("replica %d after the purges: %d %q (%s), want the new %s", i, got.status, got.body, got.header.Get("X-Cache"), want)
+		}
+	}
+}
+
 // Tag headers never reach a client, on any path: a miss, a hit, a
 // streamed (flushed) response, a bypass, an unsafe method, a 103; unless
 // KeepTagHeaders.

@@ -309,8 +309,9 @@ func (c *checker) allowed(o *Op) []string {
 	case wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpExpire:
 		return []string{wire.ErrUnavailable, wire.ErrRedisTimeout, wire.ErrDeadline}
 	case wire.OpHTTPGet, wire.OpHTTPPost:
-		// A failed or panicking handler is a 5xx; nothing else may be.
-		return []string{wire.ErrDeadline, wire.ErrCanceled, wire.ErrOrigin, wire.ErrPanic}
+		// A failed or panicking handler is a 5xx; nothing else may be,
+		// but a request whose every run was purged (a 503 that says so).
+		return []string{wire.ErrDeadline, wire.ErrCanceled, wire.ErrOrigin, wire.ErrPanic, wire.ErrInvalidated}
 	case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, wire.OpHTTPPurge:
 		return []string{wire.ErrUnavailable, wire.ErrDeadline}
 	}

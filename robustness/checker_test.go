@@ -314,6 +314,17 @@ func TestCheckerPurgeBySurrogateKey(t *testing.T) {
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("rg0"))
 			b.op("r2", wire.OpHTTPGet, "h0", 300, 310, hit("c1", "route-h0", "rg0"))
 		}, ""},
+		{"a request whose every run was purged is answered ErrInvalidated", func(b *hb) {
+			for i, at := range []int{100, 300, 500} {
+				b.op("r1", wire.OpHTTPPurge, "", at, at+100, wire.Response{}, tags("rg0"))
+				b.compute("c"+itoa(int64(i+1)), "h0", "r0", at-50, at+150, "ok")
+			}
+			b.op("r0", wire.OpHTTPGet, "h0", 40, 700, wire.Response{Err: wire.ErrInvalidated})
+		}, ""},
+		{"a route's ErrInvalidated with one purge", func(b *hb) {
+			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{}, tags("rg0"))
+			b.op("r0", wire.OpHTTPGet, "h0", 40, 700, wire.Response{Err: wire.ErrInvalidated})
+		}, "documented errors"},
 		{"a purge's undocumented error", func(b *hb) {
 			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{Err: wire.ErrOrigin}, tags("rg0"))
 		}, "documented errors"},

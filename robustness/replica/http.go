@@ -156,6 +156,9 @@ func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response
 	defer res.Body.Close()
 	resp.Outcome = strings.ToLower(res.Header.Get("X-Cache"))
 	switch {
+	case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "":
+		// Every run of the request was purged while it ran (docs/http.md).
+		return resp, fmt.Errorf("http: %s: %w", res.Status, cache.ErrInvalidated)
 	case res.StatusCode >= 500:
 		return resp, fmt.Errorf("%w: %s", errOrigin, res.Status)
 	case method == http.MethodPost && res.StatusCode == http.StatusNoContent:
