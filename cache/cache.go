@@ -164,7 +164,17 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		// Sentinel, whose failover moves the commands to the new master
 		// and leaves the subscription where it was.
 		c.marks.session = rs.notify.Session
-		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.mono, c.marks.beaten)
+		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.mono, func(session uint64, sent int64) {
+			c.marks.beaten(session, sent)
+			// A heartbeat's answer is a reply from Redis like any other,
+			// and it comes whatever the traffic: it keeps the budget's
+			// round trip current and shows Redis answering, so a replica
+			// whose callers were idle or waiting when Redis turned slow
+			// does not take its first slow step for silence (issue 30).
+			if h := rs.budget.h; h != nil && c.marks.clock == nil {
+				h.replied(time.Duration(c.marks.mono() - sent))
+			}
+		})
 	}
 	c.initObserver()
 	return c, nil

@@ -31,3 +31,12 @@ func (c *Clock) Advance(d time.Duration) {
 
 // UseClock makes c read time from clk. Call it before c is used.
 func UseClock[V any](c *Cache[V], clk *Clock) { c.clock, c.realClock = clk.Now, false }
+
+// RedisBudget is the budget a Redis step of c starting now gets: it
+// follows the round trip c has seen (0 for a process-local cache).
+func RedisBudget[V any](c *Cache[V]) time.Duration {
+	if c.redis == nil || c.redis.budget.h == nil {
+		return 0
+	}
+	return c.redis.budget.h.rto()
+}

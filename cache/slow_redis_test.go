@@ -245,3 +245,34 @@ func TestSlowRedisThenSilentOpensTheBreaker(t *testing.T) {
 		t.Errorf("breaker opened at call %d, want by call 4 (BreakerThreshold 5)", opened)
 	}
 }
+
+// A replica whose callers are idle while Redis turns slow learns the new
+// round trip all the same, from the answers to its heartbeat: when Redis
+// slows in a ramp (first within the budget, then past it), as overload
+// comes, the replica's first call afterwards keeps the fleet protocol. It
+// is neither degraded nor counted towards the breaker, though no call of
+// its own saw a slow reply before.
+func TestIdleReplicaLearnsSlownessFromItsHeartbeat(t *testing.T) {
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			p := newProxy(t)
+			c := budgeted(t, cfg.opts(p.Addr()), cache.Options{Namespace: redistest.Prefix(t), InvalidationWait: 200 * time.Millisecond})
+			o := &fleetOrigin{calls: map[string]int{}}
+			if _, err := c.Fetch(t.Context(), "warm", o.fn("warm")); err != nil {
+				t.Fatal(err)
+			}
+			p.SetLatency(40 * time.Millisecond) // an 80 ms round trip, within the 100 ms budget
+			pollFor(t, "the idle replica's budget to follow the 80 ms round trip", 10*time.Second, 10*time.Millisecond, func() bool {
+				return cache.RedisBudget(c) >= 150*time.Millisecond
+			})
+			p.SetLatency(70 * time.Millisecond) // 140 ms: past RedisTimeout
+			res, err := c.Fetch(t.Context(), "first", o.fn("first"))
+			if err != nil || res.Outcome != cache.Miss {
+				t.Fatalf("the first call after Redis turned slow: %v, %v (budget %s); want a miss through the lease", res.Outcome, err, cache.RedisBudget(c))
+			}
+			if st := c.Stats(); st.BreakerOpen || st.RedisErrors != 0 {
+				t.Errorf("a slow Redis counted as failing: %+v", st)
+			}
+		})
+	}
+}
