@@ -232,7 +232,7 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 	now := c.now()
 	err := c.store.readMany(dctx, ks, readShared, func(i int, e entry[V], found bool) {
 		key := ks[i].Key
-		switch c.judge(dctx, e, found, now) {
+		switch v, _ := c.judge(dctx, e, found, now); v {
 		case verdictHit:
 			c.l1put(key, e, version)
 			b.give(key)(c.hit(ctx, key, e, now, false))

@@ -35,7 +35,7 @@ const (
 // judge applies the invalidation marks and the freshness policy to an
 // entry read at now: an entry invalidated (InvalidateTags, Clear) since its
 // compute began is a miss, or expired when the invalidation was soft.
-func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.Time) verdict {
+func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.Time) (verdict, error) {
 	return c.judgeAt(ctx, e, found, now, time.Time{})
 }
 
@@ -43,43 +43,55 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 // when now may predate the read (the marks then read their own clock), or
 // now itself when it was read after the read (the hit path, saving a clock
 // read per hit).
-func (c *Cache[V]) judgeAt(ctx context.Context, e entry[V], found bool, now, marksNow time.Time) verdict {
+//
+// An entry whose marks could not be vouched for (invUnknown) is judged
+// expired, and the error says why: a compute replaces it, but Get, which
+// computes nothing, must not answer "not found" for a value that may be
+// valid (it returns the error).
+func (c *Cache[V]) judgeAt(ctx context.Context, e entry[V], found bool, now, marksNow time.Time) (verdict, error) {
 	if !found {
-		return verdictMiss
+		return verdictMiss, nil
 	}
 	// The one check that counts Stats().Invalidated: once per entry read.
-	switch c.invalidationAt(ctx, e, marksNow, true) {
+	switch inv, err := c.invalidationAt(ctx, e, marksNow, true); inv {
 	case invHard:
-		return verdictMiss
+		return verdictMiss, nil
 	case invSoft:
 		// Expired by ExpireTags, a fail-safe value too: the next call tries
 		// the origin, and the value may stand in if that fails (mayStandIn).
-		return verdictExpired
+		return verdictExpired, nil
 	case invUnknown:
 		// Expired; but a fail-safe value re-armed after the origin failed
 		// still answers as Stale (stale-if-error) until its throttle ends,
 		// so the origin is left alone.
 		if e.failSafe && c.policy.State(e.w, now, 0, 0) == stale.Fresh {
-			return verdictFailSafe
+			return verdictFailSafe, nil
 		}
-		return verdictExpired
+		if err == nil {
+			err = errUnvouched
+		}
+		return verdictExpired, err
 	}
 	switch st := c.policy.State(e.w, now, e.took, rand.Float64()); st {
 	case stale.Fresh, stale.RefreshEarly:
 		switch {
 		case e.failSafe:
-			return verdictFailSafe
+			return verdictFailSafe, nil
 		case st == stale.RefreshEarly:
-			return verdictEarly
+			return verdictEarly, nil
 		}
-		return verdictHit
+		return verdictHit, nil
 	case stale.Stale:
-		return verdictStale
+		return verdictStale, nil
 	case stale.Expired:
-		return verdictExpired
+		return verdictExpired, nil
 	}
-	return verdictMiss
+	return verdictMiss, nil
 }
+
+// errUnvouched explains an entry judged expired because its invalidation
+// marks could not be read in time, when the check gave no error of its own.
+var errUnvouched = errors.New("cache: invalidation marks not vouched for in time")
 
 // invalidation is the one check of an entry against the invalidation marks
 // (see marks.go), for every path that may answer with an entry: judge, L1,
@@ -91,23 +103,25 @@ func (c *Cache[V]) judgeAt(ctx context.Context, e entry[V], found bool, now, mar
 // is read, does, so that an entry read once counts once however often it
 // is checked again (a stand-in, a load's answer for each caller).
 func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) invState {
-	return c.invalidationAt(ctx, e, time.Time{}, false)
+	inv, _ := c.invalidationAt(ctx, e, time.Time{}, false)
+	return inv
 }
 
 // invalidationAt is invalidation with the cache clock's now, which spares
 // the hit path a clock read when the clock is the real one. A kept entry
 // (computed while Redis was unreachable) is judged by keptFloor instead:
 // only this process's own invalidations are known to reach it. count
-// says whether an invalidated entry counts in Stats().Invalidated.
-func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time, count bool) invState {
+// says whether an invalidated entry counts in Stats().Invalidated. The
+// error, with invUnknown, says why the marks could not be read.
+func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time, count bool) (invState, error) {
 	if e.kept {
 		if e.stamp.gen < c.keptFloor.Load() {
 			if count {
 				c.stats.invalidated.Add(1)
 			}
-			return invHard
+			return invHard, nil
 		}
-		return invValid
+		return invValid, nil
 	}
 	st, err := c.marks.checkAt(ctx, e.stamp, c.marks.monoAt(now, c.realClock))
 	if st != invValid {
@@ -118,7 +132,7 @@ func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time
 			c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the entry does not answer", "", err)
 		}
 	}
-	return st
+	return st, err
 }
 
 // mayStandIn reports whether prev may answer for a failed or slow compute

@@ -44,7 +44,10 @@ func (c *Cache[V]) FetchWithFallback(ctx context.Context, key string, fn, fallba
 // the entry is corrupt. While Redis is known to be down (the breaker is
 // open) it returns an error matching [ErrUnavailable] at once; when Redis
 // fails the read, one matching ErrUnavailable too (and [ErrRedisTimeout]
-// past the budget), or ctx's error when ctx ended.
+// past the budget), or ctx's error when ctx ended. An entry whose
+// invalidation marks cannot be read within InvalidationWait (Redis slower
+// than that) may still be valid: Get returns an error matching
+// ErrUnavailable for it, not "not found".
 func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err error) {
 	if ctx == nil {
 		return v, false, ErrNilContext
@@ -70,12 +73,18 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	if !found || e.negative {
 		return v, false, nil
 	}
-	switch c.judge(ctx, e, true, c.now()) {
+	verdict, err := c.judge(ctx, e, true, c.now())
+	switch verdict {
 	case verdictHit, verdictEarly:
 		c.l1put(key, e, version)
 		return e.value, true, nil
 	case verdictStale, verdictFailSafe:
 		return e.value, true, nil
+	}
+	if err != nil {
+		// The entry may be valid: its invalidation marks could not be
+		// read in time. That is not "not found".
+		return v, false, fmt.Errorf("cache: get %q: %w", key, storeFailed(ctx, err))
 	}
 	return v, false, nil
 }

@@ -98,7 +98,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	now := c.now() // after the read: the marks' trust may be measured on it
 	var prev *entry[V]
-	switch c.judgeAt(ctx, e, found, now, now) {
+	switch v, _ := c.judgeAt(ctx, e, found, now, now); v {
 	case verdictHit:
 		c.l1put(key, e, version)
 		return c.hit(ctx, key, e, now, false)
@@ -125,7 +125,10 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 // marks' trust is measured on it).
 func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[V], bool) {
 	e, ok := c.l1.get(key, now)
-	if !ok || c.invalidationAt(ctx, e, now, false) != invValid {
+	if !ok {
+		return entry[V]{}, false
+	}
+	if inv, _ := c.invalidationAt(ctx, e, now, false); inv != invValid {
 		return entry[V]{}, false
 	}
 	return e, true
