@@ -317,6 +317,13 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 	}
 	for _, t := range again {
 		t.claim.gen, t.res, t.err = gen, loaded[V]{}, nil
+		// The previous value is judged again, as a first attempt's is: one
+		// the invalidation hard-invalidated with the compute is no previous
+		// value any more, neither for Previous (an ErrUnchanged would re-arm
+		// it) nor to stand in for a failure.
+		if t.prev != nil && c.invalidation(ctx, *t.prev) == invHard {
+			t.prev, t.prevRaw = nil, ""
+		}
 	}
 	c.computeFillAttempt(ctx, again, fn, attempt+1)
 }

@@ -75,6 +75,55 @@ func TestRevalidateWithPrevious(t *testing.T) {
 	})
 }
 
+// A revalidation cannot bring back a value invalidated while it ran: when
+// Clear (a hard invalidation) lands during the compute, the compute runs
+// again, and that run sees no previous value (the first run's previous was
+// invalidated with it), so an ErrUnchanged answer cannot re-arm it; the
+// run's own value answers. Redis and process-local mode.
+func TestRevalidationAfterAnInvalidationSeesNoPrevious(t *testing.T) {
+	for _, mode := range []string{"redis", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			c, _ := expiredEntry(t, mode, cache.Options{StaleIfError: time.Hour})
+			started, release := make(chan struct{}), make(chan struct{})
+			var runs atomic.Int32
+			var sawAfter atomic.Bool // the run after the Clear saw a previous value
+			done := make(chan error, 1)
+			var got cache.Result[string]
+			go func() {
+				var err error
+				got, err = c.Fetch(bounded(t, 10*time.Second), "k", func(ctx context.Context) (string, error) {
+					_, ok := cache.Previous[string](ctx, "k")
+					if runs.Add(1) == 1 {
+						close(started)
+						<-release
+					} else if ok {
+						sawAfter.Store(true)
+					}
+					if ok {
+						return "", cache.ErrUnchanged // the origin's 304
+					}
+					return "rebuilt", nil
+				})
+				done <- err
+			}()
+			<-started
+			if err := c.Clear(bounded(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			if err := <-done; err != nil || got.Value != "rebuilt" {
+				t.Fatalf("a revalidation through a Clear: %+v %v (%d runs); want the value of a run after the Clear", got, err, runs.Load())
+			}
+			if sawAfter.Load() {
+				t.Error("the run after the Clear was handed the cleared value as its previous one")
+			}
+			if r, err := c.Fetch(context.Background(), "k", func(context.Context) (string, error) { return "again", nil }); err != nil || r.Value != "rebuilt" {
+				t.Fatalf("after: %+v %v; want the stored rebuilt value", r, err)
+			}
+		})
+	}
+}
+
 // countingCodec is the default msgpack codec, counting its calls.
 type countingCodec struct {
 	encodes, decodes *atomic.Int64
