@@ -1,0 +1,284 @@
+package middleware_test
+
+// The purge fence on the paths docs/http.md ("Purging") names beside the
+// plain miss: requests that share a run (on the replica, HEAD among them,
+// and on another replica through the Redis lease), a response that is
+// answered but not stored, a revalidation the purge overlaps, and the
+// process-local and L1 modes. Once Purge returns nil, no request is
+// answered a response tagged with a purged key whose handler run began
+// before the purge.
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	chimiddleware "github.com/go-chi/chi/v5/middleware"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/leakcheck"
+	"github.com/stampede-go/stampede/internal/redistest"
+	"github.com/stampede-go/stampede/middleware"
+)
+
+// fenceFleet starts n replicas of one chi application serving h at /doc
+// (GET, and HEAD through chi's GetHead) behind the middleware, each with
+// its own go-redis client and cache in one namespace; local makes one
+// process-local replica (no Redis).
+func fenceFleet(t *testing.T, n int, local bool, copts cache.Options, opts middleware.Options, h http.HandlerFunc) []fleetReplica {
+	t.Helper()
+	copts.Namespace = redistest.Prefix(t)
+	var fleet []fleetReplica
+	for range n {
+		var rdb redis.UniversalClient
+		if !local {
+			rdb = redistest.Client(t)
+		}
+		c := newResponses(t, rdb, copts)
+		r := chi.NewRouter()
+		r.Use(chimiddleware.GetHead)
+		r.With(middleware.CacheWithOptions(c, opts)).Get("/doc", h)
+		srv := httptest.NewServer(r)
+		t.Cleanup(srv.Close)
+		fleet = append(fleet, fleetReplica{c: c, url: srv.URL})
+	}
+	return fleet
+}
+
+// A run the purge overlaps answers none of the requests that share it —
+// a GET and a HEAD that joined it on its replica, and a request on another
+// replica waiting on its lease — nor any request after; each is answered
+// by a run begun after the purge. In the process-local mode and with L1
+// too.
+func TestPurgeReachesEveryRequestSharingTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		local    bool
+		copts    cache.Options
+	}{
+		{name: "fleet", replicas: 2, copts: cache.Options{TTL: time.Hour}},
+		{name: "fleet with L1", replicas: 2, copts: cache.Options{TTL: time.Hour, L1Size: 100}},
+		{name: "process-local", replicas: 1, local: true, copts: cache.Options{TTL: time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			started, release := make(chan struct{}), make(chan struct{})
+			fleet := fenceFleet(t, tc.replicas, tc.local, tc.copts, middleware.Options{}, func(w http.ResponseWriter, r *http.Request) {
+				n := runs.Add(1)
+				w.Header().Set("Surrogate-Key", "doc")
+				w.Header().Set("X-Run", fmt.Sprint(n))
+				if n == 1 {
+					close(started)
+					parked(release)
+				}
+				fmt.Fprintf(w, "run %d", n)
+			})
+			a, last := fleet[0], fleet[len(fleet)-1]
+			var wg sync.WaitGroup
+			replies := make([]reply, 3)
+			wg.Go(func() { replies[0] = get(t, a.url+"/doc", nil) })
+			recv(t, started, "the run the purge overlaps to start")
+			wg.Go(func() { replies[1] = get(t, a.url+"/doc", nil) })
+			wg.Go(func() { replies[2] = do(t, http.MethodHead, a.url+"/doc", nil) })
+			leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 3, waitBound)
+			var other chan reply
+			if len(fleet) > 1 { // a request on another replica waits on the run's lease
+				other = make(chan reply, 1)
+				go func() { other <- get(t, fleet[1].url+"/doc", nil) }()
+				leakcheck.WaitBlocked(t, "cache.(*Cache[...]).wait", 1, waitBound)
+			}
+			if err := middleware.Purge(t.Context(), last.c, "doc"); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			waitAll(t, &wg, "the requests sharing the purged run")
+			if other != nil {
+				replies = append(replies, recv(t, other, "the request waiting on the lease"))
+			}
+			for i, rep := range replies {
+				if rep.status != http.StatusOK || rep.header.Get("X-Run") == "1" || rep.header.Get("X-Run") == "" {
+					t.Errorf("request %d: %d run %q (%s), want a run after the purge", i, rep.status, rep.header.Get("X-Run"), rep.header.Get("X-Cache"))
+				}
+			}
+			for i, rep := range fleet {
+				if got := get(t, rep.url+"/doc", nil); got.header.Get("X-Run") == "1" || got.header.Get("X-Cache") != middleware.StatusHit {
+					t.Errorf("replica %d after the purge: %s run %q, want a HIT of a run after it", i, got.header.Get("X-Cache"), got.header.Get("X-Run"))
+				}
+			}
+		})
+	}
+}
+
+// A tagged response that is answered but not stored (here stale on
+// arrival: max-age=0) is not fenced by the cache: a request that joins its
+// run after the purge returned is answered by a run of its own, never by
+// the run the purge overlapped.
+func TestPurgeReachesARequestJoiningAnUnstoredRun(t *testing.T) {
+	var runs atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, middleware.Options{}, func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.Header().Set("Surrogate-Key", "doc")
+		w.Header().Set("Cache-Control", "max-age=0")
+		w.Header().Set("X-Run", fmt.Sprint(n))
+		if n == 1 {
+			close(started)
+			parked(release)
+		}
+		fmt.Fprintf(w, "run %d", n)
+	})
+	a, b := fleet[0], fleet[1]
+	first := make(chan reply, 1)
+	go func() { first <- get(t, a.url+"/doc", nil) }()
+	recv(t, started, "the run the purge overlaps to start")
+	if err := middleware.Purge(t.Context(), b.c, "doc"); err != nil {
+		t.Fatal(err)
+	}
+	late := make(chan reply, 1) // begins after the purge returned
+	go func() { late <- get(t, a.url+"/doc", nil) }()
+	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 2, waitBound)
+	close(release)
+	recv(t, first, "the request whose run the purge overlapped")
+	if got := recv(t, late, "the request after the purge"); got.status != http.StatusOK || got.header.Get("X-Run") == "1" {
+		t.Fatalf("a request begun after the purge: %d run %q (%s), want a run of its own", got.status, got.header.Get("X-Run"), got.header.Get("X-Cache"))
+	}
+}
+
+// A request-path revalidation the purge overlaps is refused by the fence
+// even when its handler answers 304; the run that replaces it is a plain
+// GET, as after any purge: the purged entry is not revalidated, so a 304
+// (a handler whose validators do not see what the purge was for) cannot
+// re-arm the purged body.
+func TestPurgedEntryIsNotRevalidatedByTheRunAfterThePurge(t *testing.T) {
+	var full, conditional atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	// Fresh for a millisecond, then kept an hour for revalidation and never
+	// served stale: the request after that revalidates on its own path.
+	opts := middleware.Options{TTL: time.Millisecond, StaleIfError: time.Hour}
+	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, opts, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			if conditional.Add(1) == 1 {
+				close(started)
+				parked(release)
+			}
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Surrogate-Key", "doc")
+		fmt.Fprintf(w, "full run %d", full.Add(1))
+	})
+	a, b := fleet[0], fleet[1]
+	if got := get(t, a.url+"/doc", nil); got.body != "full run 1" {
+		t.Fatalf("first: %q", got.body)
+	}
+	revalidated := make(chan reply, 1)
+	go func() { revalidated <- expired(t, a.url+"/doc", nil) }()
+	recv(t, started, "the revalidation the purge overlaps to start")
+	if err := middleware.Purge(t.Context(), b.c, "doc"); err != nil {
+		t.Fatal(err)
+	}
+	close(release) // the overlapped revalidation answers 304 only now
+	got := recv(t, revalidated, "the revalidating request")
+	if got.status != http.StatusOK || got.body == "full run 1" {
+		t.Fatalf("the revalidating request: %d %q (%s, %d conditional runs), want a full run after the purge", got.status, got.body, got.header.Get("X-Cache"), conditional.Load())
+	}
+	for i, rep := range fleet {
+		if got := get(t, rep.url+"/doc", nil); got.body == "full run 1" {
+			t.Errorf("replica %d served the purged body (%s)", i, got.header.Get("X-Cache"))
+		}
+	}
+}
+
+// A background refresh (stale-while-revalidate) the purge overlaps, whose
+// handler answers 304, is refused, and the run after it is a plain GET: a
+// request after the purge, waiting on the refresh's lease on another
+// replica, is answered by a full run, never by the purged body re-armed.
+func TestPurgedEntryIsNotRevalidatedByABackgroundRefresh(t *testing.T) {
+	var full, conditional atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	opts := middleware.Options{TTL: time.Millisecond, Stale: time.Hour} // served stale, refreshed in the background
+	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, opts, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			if conditional.Add(1) == 1 {
+				close(started)
+				parked(release)
+			}
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Surrogate-Key", "doc")
+		fmt.Fprintf(w, "full run %d", full.Add(1))
+	})
+	a, b := fleet[0], fleet[1]
+	if got := get(t, a.url+"/doc", nil); got.body != "full run 1" {
+		t.Fatalf("first: %q", got.body)
+	}
+	if got := expired(t, a.url+"/doc", nil); got.header.Get("X-Cache") != middleware.StatusStale {
+		t.Fatalf("past its lifetime: %s %q, want STALE", got.header.Get("X-Cache"), got.body)
+	}
+	recv(t, started, "the background refresh the purge overlaps to start")
+	if err := middleware.Purge(t.Context(), b.c, "doc"); err != nil {
+		t.Fatal(err)
+	}
+	after := make(chan reply, 1)
+	go func() { after <- get(t, b.url+"/doc", nil) }()
+	leakcheck.WaitBlocked(t, "cache.(*Cache[...]).wait(", 1, waitBound) // on the refresh's lease
+	close(release)
+	if got := recv(t, after, "the request after the purge"); got.status != http.StatusOK || got.body == "full run 1" {
+		t.Fatalf("a request after the purge: %d %q (%s, %d conditional runs), want a full run after the purge", got.status, got.body, got.header.Get("X-Cache"), conditional.Load())
+	}
+	waitFramesGone(t, backgroundFrame)
+	for i, rep := range fleet {
+		if got := get(t, rep.url+"/doc", nil); got.body == "full run 1" {
+			t.Errorf("replica %d served the purged body (%s)", i, got.header.Get("X-Cache"))
+		}
+	}
+}
+
+// A request whose run was purged while it ran, and whose next run then
+// failed (here past the cache's ComputeTimeout), is not answered by the
+// purged run: what a request's own run produced answers it only when that
+// run is the one the cache's answer came from.
+func TestPurgedRunDoesNotAnswerWhenTheRunAfterItFails(t *testing.T) {
+	var runs atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	hang := make(chan struct{}) // the second run outlives the compute's deadline
+	t.Cleanup(func() { close(hang) })
+	copts := cache.Options{TTL: time.Hour, ComputeTimeout: 2 * time.Second}
+	fleet := fenceFleet(t, 2, false, copts, middleware.Options{}, func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.Header().Set("Surrogate-Key", "doc")
+		w.Header().Set("X-Run", fmt.Sprint(n))
+		switch n {
+		case 1:
+			close(started)
+			parked(release)
+		case 2:
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprintf(w, "run %d", n)
+	})
+	a, b := fleet[0], fleet[1]
+	answer := make(chan reply, 1)
+	go func() { answer <- get(t, a.url+"/doc", nil) }()
+	recv(t, started, "the run the purge overlaps to start")
+	if err := middleware.Purge(t.Context(), b.c, "doc"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if got := recv(t, answer, "the request"); got.header.Get("X-Run") == "1" || got.body == "run 1" {
+		t.Fatalf("answered by its purged run: %d %q (%s)", got.status, got.body, got.header.Get("X-Cache"))
+	}
+}
