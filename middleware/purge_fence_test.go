@@ -282,3 +282,79 @@ func TestPurgedRunDoesNotAnswerWhenTheRunAfterItFails(t *testing.T) {
 		t.Fatalf("answered by its purged run: %d %q (%s)", got.status, got.body, got.header.Get("X-Cache"))
 	}
 }
+
+// A stored response purged while in L1 on every replica, or in a
+// process-local cache, is answered by no replica after the purge.
+func TestPurgeReachesL1AndTheProcessLocalStore(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		local    bool
+		copts    cache.Options
+	}{
+		{name: "fleet with L1", replicas: 2, copts: cache.Options{TTL: time.Hour, L1Size: 100}},
+		{name: "process-local", replicas: 1, local: true, copts: cache.Options{TTL: time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			fleet := fenceFleet(t, tc.replicas, tc.local, tc.copts, middleware.Options{}, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Surrogate-Key", "doc")
+				fmt.Fprintf(w, "run %d", runs.Add(1))
+			})
+			get(t, fleet[0].url+"/doc", nil)
+			for round := range 2 { // the second round's hits come from L1
+				for i, rep := range fleet {
+					if got := get(t, rep.url+"/doc", nil); got.body != "run 1" || got.header.Get("X-Cache") != middleware.StatusHit {
+						t.Fatalf("round %d, replica %d: %s %q, want a HIT of run 1", round, i, got.header.Get("X-Cache"), got.body)
+					}
+				}
+			}
+			if err := middleware.Purge(t.Context(), fleet[len(fleet)-1].c, "doc"); err != nil {
+				t.Fatal(err)
+			}
+			for i, rep := range fleet {
+				if got := get(t, rep.url+"/doc", nil); got.body == "run 1" {
+					t.Errorf("replica %d after the purge: %s %q", i, got.header.Get("X-Cache"), got.body)
+				}
+			}
+		})
+	}
+}
+
+// stale-if-error: a purged response does not stand in for a failing run,
+// neither for the run the purge overlapped nor for one after it.
+func TestPurgedResponseDoesNotStandInForAFailure(t *testing.T) {
+	var runs atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	opts := middleware.Options{TTL: time.Millisecond, StaleIfError: time.Hour} // a 5xx is answered stale
+	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, opts, func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		if n == 1 {
+			w.Header().Set("Surrogate-Key", "doc")
+			fmt.Fprint(w, "run 1")
+			return
+		}
+		if n == 2 {
+			close(started)
+			parked(release)
+		}
+		http.Error(w, fmt.Sprintf("run %d failed", n), http.StatusInternalServerError)
+	})
+	a, b := fleet[0], fleet[1]
+	get(t, a.url+"/doc", nil)
+	answer := make(chan reply, 1)
+	go func() { answer <- expired(t, a.url+"/doc", nil) }()
+	recv(t, started, "the failing run the purge overlaps to start")
+	if err := middleware.Purge(t.Context(), b.c, "doc"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if got := recv(t, answer, "the request"); got.body == "run 1" || got.status != http.StatusInternalServerError {
+		t.Fatalf("the request whose run failed: %d %q (%s), want the 500", got.status, got.body, got.header.Get("X-Cache"))
+	}
+	for i, rep := range fleet {
+		if got := get(t, rep.url+"/doc", nil); got.body == "run 1" {
+			t.Errorf("replica %d after the purge: %d %q (%s)", i, got.status, got.body, got.header.Get("X-Cache"))
+		}
+	}
+}
