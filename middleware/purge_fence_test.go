@@ -53,9 +53,9 @@ func fenceFleet(t *testing.T, n int, local bool, copts cache.Options, opts middl
 
 // A run the purge overlaps answers none of the requests that share it —
 // a GET and a HEAD that joined it on its replica, and a request on another
-// replica waiting on its lease — nor any request after; each is answered
-// by a run begun after the purge. In the process-local mode and with L1
-// too.
+// replica waiting on its lease, before the purge returned or after — nor
+// any request after; each is answered by a run begun after the purge. In
+// the process-local mode and with L1 too.
 func TestPurgeReachesEveryRequestSharingTheRun(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -63,8 +63,9 @@ func TestPurgeReachesEveryRequestSharingTheRun(t *testing.T) {
 		local    bool
 		copts    cache.Options
 	}{
-		{name: "fleet", replicas: 2, copts: cache.Options{TTL: time.Hour}},
-		{name: "fleet with L1", replicas: 2, copts: cache.Options{TTL: time.Hour, L1Size: 100}},
+		// The waiters on the lease wait as long as the test needs.
+		{name: "fleet", replicas: 2, copts: cache.Options{TTL: time.Hour, WaitTimeout: parkBound}},
+		{name: "fleet with L1", replicas: 2, copts: cache.Options{TTL: time.Hour, WaitTimeout: parkBound, L1Size: 100}},
 		{name: "process-local", replicas: 1, local: true, copts: cache.Options{TTL: time.Hour}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,15 +93,27 @@ func TestPurgeReachesEveryRequestSharingTheRun(t *testing.T) {
 			if len(fleet) > 1 { // a request on another replica waits on the run's lease
 				other = make(chan reply, 1)
 				go func() { other <- get(t, fleet[1].url+"/doc", nil) }()
-				leakcheck.WaitBlocked(t, "cache.(*Cache[...]).wait", 1, waitBound)
+				leakcheck.WaitBlocked(t, "cache.(*Cache[...]).wait(", 1, waitBound)
 			}
 			if err := middleware.Purge(t.Context(), last.c, "doc"); err != nil {
 				t.Fatal(err)
+			}
+			// Requests begun after the purge returned join the same run.
+			replies = append(replies, reply{})
+			wg.Go(func() { replies[3] = get(t, a.url+"/doc", nil) })
+			// (Each request is in a singleflight: the other replica's too.)
+			leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", len(fleet)+3, waitBound)
+			var lateOther chan reply
+			if len(fleet) > 1 { // joins the other replica's wait on the lease
+				lateOther = make(chan reply, 1)
+				go func() { lateOther <- get(t, fleet[1].url+"/doc", nil) }()
+				leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", 6, waitBound)
 			}
 			close(release)
 			waitAll(t, &wg, "the requests sharing the purged run")
 			if other != nil {
 				replies = append(replies, recv(t, other, "the request waiting on the lease"))
+				replies = append(replies, recv(t, lateOther, "the request waiting on the lease after the purge"))
 			}
 			for i, rep := range replies {
 				if rep.status != http.StatusOK || rep.header.Get("X-Run") == "1" || rep.header.Get("X-Run") == "" {
