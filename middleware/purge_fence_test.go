@@ -371,3 +371,45 @@ func TestPurgedResponseDoesNotStandInForAFailure(t *testing.T) {
 		}
 	}
 }
+
+// SoftTimeout: a run slower than the cache's SoftTimeout is answered by the
+// stored response in its place, unless a purge reached that response
+// meanwhile; then the request waits for the run (here until it fails past
+// ComputeTimeout), and the purged response answers nothing.
+func TestPurgedResponseDoesNotStandInForASlowRun(t *testing.T) {
+	const soft = time.Second
+	var runs atomic.Int32
+	started := make(chan time.Time, 1)
+	hang := make(chan struct{}) // the slow run outlives ComputeTimeout
+	t.Cleanup(func() { close(hang) })
+	copts := cache.Options{TTL: time.Hour, SoftTimeout: soft, ComputeTimeout: 2 * soft}
+	opts := middleware.Options{TTL: time.Millisecond, StaleIfError: time.Hour} // may stand in
+	fleet := fenceFleet(t, 2, false, copts, opts, func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.Header().Set("Surrogate-Key", "doc")
+		if n == 2 {
+			started <- time.Now()
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprintf(w, "run %d", n)
+	})
+	a, b := fleet[0], fleet[1]
+	get(t, a.url+"/doc", nil)
+	answer := make(chan reply, 1)
+	go func() { answer <- expired(t, a.url+"/doc", nil) }()
+	began := recv(t, started, "the slow run to start")
+	if err := middleware.Purge(t.Context(), b.c, "doc"); err != nil {
+		t.Fatal(err)
+	}
+	purged := time.Since(began)
+	got := recv(t, answer, "the request")
+	if purged >= soft/2 {
+		t.Skipf("the purge took %s, too close to SoftTimeout (%s) to tell which came first", purged, soft)
+	}
+	if got.body == "run 1" {
+		t.Fatalf("the purged response stood in for the slow run: %d %q (%s)", got.status, got.body, got.header.Get("X-Cache"))
+	}
+}
