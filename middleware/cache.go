@@ -325,11 +325,14 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	// A tagged response that is not stored carries no tags into the cache,
 	// so no purge fences it: shared, it would answer a request that joined
 	// its run after a purge of its keys returned. It answers only its own
-	// request; the others run the handler (docs/http.md, "Purging").
+	// request; the others run the handler (docs/http.md, "Purging"). A
+	// failure (a 5xx: an error, not the URL's content; tagged, say, by a
+	// handler that set its keys before it failed) is still shared, so that
+	// a failing origin is not called once per waiting request.
 	tagged := len(tags) > 0 || tagErr != nil
 	if v.reason != "" {
 		ns := &notStored{reason: v.reason, failure: v.failure}
-		if v.shareable && !tagged {
+		if v.shareable && (!tagged || v.failure) {
 			ns.shared = &resp
 		}
 		return Response{}, resp, ns

@@ -413,3 +413,23 @@ func TestPurgedResponseDoesNotStandInForASlowRun(t *testing.T) {
 		t.Fatalf("the purged response stood in for the slow run: %d %q (%s)", got.status, got.body, got.header.Get("X-Cache"))
 	}
 }
+
+// The price of the rule above stops at failures: a tagged 5xx (a handler
+// that set its keys and then failed) still answers every request sharing
+// its run, so a failing origin is called once, not once per request.
+func TestTaggedFailureIsStillShared(t *testing.T) {
+	h := &counting{release: make(chan struct{}), write: func(w http.ResponseWriter, _ *http.Request, n int32) {
+		w.Header().Set("Surrogate-Key", "doc")
+		http.Error(w, fmt.Sprintf("run %d failed", n), http.StatusInternalServerError)
+	}}
+	c := newResponses(t, redistest.Client(t), cache.Options{TTL: time.Hour})
+	srv := serve(t, c, middleware.Options{}, h)
+	for _, r := range clientsOnOneRun(t, srv.URL+"/doc", 5, h.release) {
+		if r.status != http.StatusInternalServerError || r.body != "run 1 failed\n" {
+			t.Errorf("%d %q (%s), want the one run's 500", r.status, r.body, r.header.Get("X-Cache"))
+		}
+	}
+	if n := h.runs.Load(); n != 1 {
+		t.Errorf("%d handler runs for one failing route, want 1", n)
+	}
+}
