@@ -54,17 +54,20 @@ func fenceFleet(t *testing.T, n int, local bool, copts cache.Options, opts middl
 // A run the purge overlaps answers none of the requests that share it —
 // a GET and a HEAD that joined it on its replica, and a request on another
 // replica waiting on its lease, before the purge returned or after — nor
-// any request after; each is answered by a run begun after the purge. In
-// the process-local mode and with L1 too.
+// any request after; each is answered by a run begun after the purge. For
+// a response that varies (a marker, then a variant), in the process-local
+// mode and with L1 too.
 func TestPurgeReachesEveryRequestSharingTheRun(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		replicas int
 		local    bool
 		copts    cache.Options
+		vary     bool // the response varies: a marker, then a variant
 	}{
 		// The waiters on the lease wait as long as the test needs.
 		{name: "fleet", replicas: 2, copts: cache.Options{TTL: time.Hour, WaitTimeout: parkBound}},
+		{name: "fleet, vary", replicas: 2, copts: cache.Options{TTL: time.Hour, WaitTimeout: parkBound}, vary: true},
 		{name: "fleet with L1", replicas: 2, copts: cache.Options{TTL: time.Hour, WaitTimeout: parkBound, L1Size: 100}},
 		{name: "process-local", replicas: 1, local: true, copts: cache.Options{TTL: time.Hour}},
 	} {
@@ -75,6 +78,9 @@ func TestPurgeReachesEveryRequestSharingTheRun(t *testing.T) {
 				n := runs.Add(1)
 				w.Header().Set("Surrogate-Key", "doc")
 				w.Header().Set("X-Run", fmt.Sprint(n))
+				if tc.vary {
+					w.Header().Set("Vary", "Accept-Language")
+				}
 				if n == 1 {
 					close(started)
 					parked(release)
