@@ -275,9 +275,10 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 	}
 	req, validating := f.tmpl.get(), false
 	// The cache runs a compute again only when an invalidation (a purge)
-	// came while it ran; prev, read before, may be what it purged. Not
-	// revalidated, it cannot be re-armed by a 304: the run is a plain
-	// GET, as after any purge (docs/http.md, "Purging").
+	// came while it ran, and hands each run the Previous its first read
+	// found: prev may be what the purge hit. Not revalidated, it cannot be
+	// re-armed by a 304: the run is a plain GET, as after any purge
+	// (docs/http.md, "Purging").
 	if prev != nil && f.computes.Add(1) == 1 {
 		req, validating = conditional(req, *prev)
 	}
