@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stampede-go/stampede/cache"
@@ -203,6 +204,8 @@ type fetch struct {
 
 	mu  sync.Mutex
 	own *produced
+
+	computes atomic.Int32 // compute calls with a previous entry: past the first, the cache computes again after an invalidation
 }
 
 // produced is what a request's own handler run produced.
@@ -257,6 +260,9 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 	var live *lender
 	if ctx.Value(fetchKey) == f {
 		live = f.live
+		// A run before this one (purged while it ran: the cache computes
+		// again) answers nothing now, whatever this one ends in.
+		f.setOwn(nil)
 	}
 	prev := f.previous(ctx, live == nil)
 	if prev != nil && len(prev.VaryOn) > 0 {
@@ -268,7 +274,12 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 		return *prev, nil
 	}
 	req, validating := f.tmpl.get(), false
-	if prev != nil {
+	// The cache runs a compute again only when an invalidation (a purge)
+	// came while it ran, and hands each run the Previous its first read
+	// found: prev may be what the purge hit. Not revalidated, it cannot be
+	// re-armed by a 304: the run is a plain GET, as after any purge
+	// (docs/http.md, "Purging").
+	if prev != nil && f.computes.Add(1) == 1 {
 		req, validating = conditional(req, *prev)
 	}
 	req, tg := withTagger(req) // surrogate.go: collects the run's middleware.Tag keys
@@ -309,18 +320,26 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	h := f.h
 	now := time.Now()
 	v := h.opts.storage(resp, now)
+	// Surrogate keys (surrogate.go): the entry carries the response's tags;
+	// one with more than the cache allows answers its own request, not stored.
+	tags, tagErr := responseTags(resp.Header, h.opts.TagHeaders)
+	// A tagged response that is not stored carries no tags into the cache,
+	// so no purge fences it: shared, it would answer a request that joined
+	// its run after a purge of its keys returned. It answers only its own
+	// request; the others run the handler (docs/http.md, "Purging"). A
+	// failure (a 5xx: an error, not the URL's content; tagged, say, by a
+	// handler that set its keys before it failed) is still shared, so that
+	// a failing origin is not called once per waiting request.
+	tagged := len(tags) > 0 || tagErr != nil
 	if v.reason != "" {
 		ns := &notStored{reason: v.reason, failure: v.failure}
-		if v.shareable {
+		if v.shareable && (!tagged || v.failure) {
 			ns.shared = &resp
 		}
 		return Response{}, resp, ns
 	}
-	// Surrogate keys (surrogate.go): the entry carries the response's tags;
-	// one with more than the cache allows is answered, not stored.
-	tags, err := responseTags(resp.Header, h.opts.TagHeaders)
-	if err != nil {
-		return Response{}, resp, &notStored{reason: err.Error(), shared: &resp}
+	if tagErr != nil {
+		return Response{}, resp, &notStored{reason: tagErr.Error()}
 	}
 	resp = prepareForStorage(resp, now, !h.opts.DeclaredFreshnessOnly)
 	resp.StoredAt = now.UnixNano()
