@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/stampede-go/stampede/cache"
@@ -204,8 +203,6 @@ type fetch struct {
 
 	mu  sync.Mutex
 	own *produced
-
-	computes atomic.Int32 // compute calls with a previous entry: past the first, the cache computes again after an invalidation
 }
 
 // produced is what a request's own handler run produced.
@@ -274,12 +271,10 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 		return *prev, nil
 	}
 	req, validating := f.tmpl.get(), false
-	// The cache runs a compute again only when an invalidation (a purge)
-	// came while it ran, and hands each run the Previous its first read
-	// found: prev may be what the purge hit. Not revalidated, it cannot be
-	// re-armed by a 304: the run is a plain GET, as after any purge
-	// (docs/http.md, "Purging").
-	if prev != nil && f.computes.Add(1) == 1 {
+	// After a purge came while a run ran, the cache runs it again without
+	// a previous response (cache.Previous): the purged one is not
+	// revalidated, so a 304 cannot re-arm it (docs/http.md, "Purging").
+	if prev != nil {
 		req, validating = conditional(req, *prev)
 	}
 	req, tg := withTagger(req) // surrogate.go: collects the run's middleware.Tag keys
