@@ -14,8 +14,9 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-// The circuit breaker (breaker.go): it never stays open once Redis answers,
-// every call consults it, and it closes again after a silent Redis recovers.
+// The circuit breaker (internal/redisstep): it never stays open once Redis
+// answers, every call consults it, and it closes again after a silent Redis
+// recovers.
 
 // Issue 14, defect 1: a GetOrComputeMany (or any call) whose context is
 // already cancelled must not be able to leave the breaker stuck open. The

@@ -19,7 +19,7 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-// The Redis budget (redis_budget.go) against a silent Redis, whatever
+// The Redis budget (internal/redisstep) against a silent Redis, whatever
 // go-redis' options: every path answers within about one budget, Close
 // returns promptly with steps stuck in go-redis, and a waiter's deadline or
 // a cancellation ends the call at once. Each test says what it tries to
@@ -300,7 +300,7 @@ func stampedeStacks() string {
 
 // A caller's cancellation (not a deadline: a client that went away) ends
 // its call at once, with a budget far above. FAILS with
-// ContextTimeoutEnabled: that client's steps run inline (redis_budget.go),
+// ContextTimeoutEnabled: that client's steps run inline (internal/redisstep),
 // and go-redis maps only a context's deadline onto the socket, never its
 // cancellation, so the call sits in the socket read until the budget's
 // deadline (2 s here). The same inline step makes Close wait for a

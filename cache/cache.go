@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/stampede-go/stampede/cache/internal/clockmap"
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/lease"
 	"github.com/stampede-go/stampede/singleflight"
 	"github.com/stampede-go/stampede/stale"
@@ -46,7 +47,7 @@ type Cache[V any] struct {
 	// in this process: a kept entry's stamp.gen is the floor it was
 	// computed at (see keep).
 	keptFloor atomic.Uint64
-	brk       breaker
+	brk       redisstep.Breaker
 	sem       *semaphore.Weighted
 	stats     counters
 
@@ -103,7 +104,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c := &Cache[V]{opts: opts, policy: policy, clock: time.Now, realClock: true, typeTag: typeFingerprint[V](opts.Codec)}
-	c.brk = breaker{threshold: int32(opts.BreakerThreshold), cooldown: opts.BreakerCooldown}
+	c.brk = redisstep.Breaker{Threshold: int32(opts.BreakerThreshold), Cooldown: opts.BreakerCooldown}
 	if opts.MaxDegradedComputes > 0 {
 		c.sem = semaphore.NewWeighted(int64(opts.MaxDegradedComputes))
 	}
@@ -171,8 +172,8 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 			// round trip current and shows Redis answering, so a replica
 			// whose callers were idle or waiting when Redis turned slow
 			// does not take its first slow step for silence (issue 30).
-			if h := rs.budget.h; h != nil && c.marks.clock == nil {
-				h.replied(time.Duration(c.marks.mono() - sent))
+			if c.marks.clock == nil {
+				rs.budget.Replied(time.Duration(c.marks.mono() - sent))
 			}
 		})
 	}

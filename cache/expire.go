@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache/internal/envelope"
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -83,7 +84,7 @@ func (s *localStore[V]) expire(k keys) {
 // away and announces like Delete); a key that keeps changing is deleted.
 func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 	for range expireTries {
-		cur, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+		cur, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (string, error) {
 			v, err := s.rdb.Get(ctx, k.Value).Result()
 			if errors.Is(err, redis.Nil) {
 				return "", nil
@@ -95,7 +96,7 @@ func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 			return fmt.Errorf("cache: expire %s: %w", k.Value, err)
 		}
 		next := s.expiredEnvelope(cur)
-		n, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
+		n, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
 			return expireScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, cur, next, k.Channel(),
 				s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Int64()
 		})

@@ -35,8 +35,8 @@ func UseClock[V any](c *Cache[V], clk *Clock) { c.clock, c.realClock = clk.Now, 
 // RedisBudget is the budget a Redis step of c starting now gets: it
 // follows the round trip c has seen (0 for a process-local cache).
 func RedisBudget[V any](c *Cache[V]) time.Duration {
-	if c.redis == nil || c.redis.budget.h == nil {
+	if c.redis == nil {
 		return 0
 	}
-	return c.redis.budget.h.rto()
+	return c.redis.budget.Step()
 }

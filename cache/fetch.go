@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -87,7 +88,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 		if ctx.Err() != nil {
 			return Result[V]{}, context.Cause(ctx)
 		}
-		if underLoad(err) { // Redis is slow, not down: keep the fleet's protocol
+		if redisstep.UnderLoad(err) { // Redis is slow, not down: keep the fleet's protocol
 			return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
 				return c.load(sctx, c.keysFor(key), one(key, fn), fb, nil)
 			})
@@ -221,7 +222,7 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		return c.wait(ctx, k, fn, fallback, prev, cl)
 	case ctx.Err() != nil: // every caller left: nobody wants a compute
 		return loaded[V]{}, context.Cause(ctx)
-	case underLoad(cl.err):
+	case redisstep.UnderLoad(cl.err):
 		// Redis answered others but not this claim within WaitTimeout:
 		// as after a wait for a busy lease, OnBusy applies.
 		return c.overloaded(ctx, k, fn, fallback, prev, cl.err)

@@ -2,9 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +94,13 @@ import (
 // a write Redis acknowledged and then lost, as with a lease lost in a
 // failover. A standalone Redis restarted empty loses those values with
 // the marks, and every replica drops its L1 when its subscription breaks.
+//
+// Where it lives: this file holds the model (an entry's stamp, a mark,
+// this process's slot of each mark and the marks it has read);
+// marks_check.go checks an entry against them; marks_heartbeat.go is their
+// trust by the subscription's heartbeats; marks_announce.go applies and
+// sends an invalidation's announcement; redis_marks.go is their Redis half
+// and tags.go the tags' validation.
 
 // stamp is an entry's generation and tags.
 type stamp struct {
@@ -137,45 +141,6 @@ const (
 	// namespaceTag names the namespace's mark in announcements.
 	namespaceTag = "*"
 )
-
-// ErrInvalidTag means a tag is empty, longer than 128 bytes, holds a byte
-// outside the namespace alphabet (ASCII letters, digits, '_', '-', '.', '/')
-// and ':', or that more than 32 tags were given to one entry.
-var ErrInvalidTag = errors.New("cache: invalid tag")
-
-// checkTag validates one tag.
-func checkTag(t string) error {
-	if t == "" {
-		return fmt.Errorf("%w: empty", ErrInvalidTag)
-	}
-	if len(t) > maxTagBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidTag, len(t), maxTagBytes)
-	}
-	for i := 0; i < len(t); i++ {
-		if b := t[i]; !envelope.TagByte(b) {
-			return fmt.Errorf("%w: %q: byte %q at %d is not a letter, a digit, a colon or one of _ - . /", ErrInvalidTag, t, b, i)
-		}
-	}
-	return nil
-}
-
-// checkTags validates tags for one entry.
-func checkTags(tags []string) error {
-	if len(tags) > maxTags {
-		return fmt.Errorf("%w: %d tags, limit %d", ErrInvalidTag, len(tags), maxTags)
-	}
-	return checkEach(tags)
-}
-
-// checkEach validates each of tags: an invalidation takes any number.
-func checkEach(tags []string) error {
-	for _, t := range tags {
-		if err := checkTag(t); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // markSlot is one mark as this process knows it: at least the mark as it
 // was when the read that vouches for it was sent.
@@ -315,245 +280,4 @@ func (m *marks) resolve(st stamp) stamp {
 		st.slots[i] = m.slot(t)
 	}
 	return st
-}
-
-// check judges st against the marks of the namespace and of its tags,
-// reading those not vouched for by a read sent less than trust ago (again,
-// up to maxMarkReads times, while the answers come too late or fail). An
-// error comes with invUnknown: they could not be vouched for.
-func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
-	return m.checkAt(ctx, st, 0)
-}
-
-// checkAt is check with the monotonic time now (on marks' clock) when the
-// caller has it (0: read the clock), saving a clock read on the hit path.
-func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, error) {
-	slots := st.slots
-	if len(st.tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
-		slots = m.resolve(st).slots
-	}
-	if m.local {
-		state := m.ns.against(st.gen)
-		for _, s := range slots {
-			state = max(state, s.against(st.gen))
-		}
-		return state, nil
-	}
-	if now <= 0 {
-		now = m.mono()
-	}
-	state := invValid
-	var unsure []string
-	look := func(tag string, s *markSlot) {
-		// What this process knows of a mark applies however old it is
-		// (marks only go up): only a verdict of "valid" needs a recent read.
-		state = max(state, s.against(st.gen))
-		sent := s.sent.Load()
-		if sent != 0 && now-sent < int64(m.trust)/2 {
-			return
-		}
-		if m.beatVouches(s, now) {
-			return
-		}
-		if sent == 0 || now-sent >= int64(m.trust) {
-			unsure = append(unsure, tag)
-		} else if !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
-			m.refreshAsync(tag, s)
-		}
-	}
-	look("", &m.ns)
-	for i, t := range st.tags {
-		look(t, slots[i])
-	}
-	if len(unsure) == 0 {
-		return state, nil
-	}
-	if state == invHard {
-		return state, nil
-	}
-	var err error
-	known := state // a soft invalidation known already stays one if the marks cannot be read
-	for range maxMarkReads {
-		if m.available != nil && !m.available() {
-			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", ErrUnavailable)
-		}
-		if err = m.refresh(ctx, unsure); err == nil {
-			if vouched, s := m.vouched(unsure, st.gen); vouched {
-				return max(state, s), nil
-			}
-			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.trust)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return unknownAfter(known), err
-}
-
-// unknownAfter is the verdict when the marks could not be read: invUnknown,
-// unless what is already known says more (a soft invalidation).
-func unknownAfter(known invState) invState {
-	if known == invSoft {
-		return invSoft
-	}
-	return invUnknown
-}
-
-// maxMarkReads bounds the reads of one check whose answers came too late
-// (a load spike) or failed, before the entry is judged invUnknown.
-const maxMarkReads = 4
-
-// vouched reports whether the marks of tags are all vouched for by reads
-// sent less than trust ago, and judges gen against them.
-func (m *marks) vouched(tags []string, gen uint64) (bool, invState) {
-	now := m.mono()
-	state := invValid
-	for _, t := range tags {
-		s := m.slot(t)
-		if now-s.sent.Load() >= int64(m.trust) && !m.beatVouches(s, now) {
-			return false, state
-		}
-		state = max(state, s.against(gen))
-	}
-	return true, state
-}
-
-// refresh reads the marks of tags in one round trip shared by the callers
-// asking for the same tags, bounded by trust: a later answer could not be
-// trusted anyway.
-func (m *marks) refresh(ctx context.Context, tags []string) error {
-	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.trust)
-		defer cancel()
-		cov := m.cover() // before the read is sent
-		sent := m.mono()
-		got, err := m.read(ctx, tags)
-		if err != nil {
-			return struct{}{}, err
-		}
-		for i, t := range tags {
-			s := m.slot(t)
-			s.raise(got[i], sent)
-			raise(&s.cov, cov)
-			m.saw(max(got[i].hard, got[i].soft))
-		}
-		return struct{}{}, nil
-	})
-	return err
-}
-
-// heartbeat is a heartbeat of the invalidation subscription answered in
-// session: every announcement published before sent (marks' clock) has
-// been applied.
-type heartbeat struct {
-	session uint64
-	sent    int64
-}
-
-// beaten records a heartbeat answered in session (the notifier's
-// callback, on its receiving goroutine, after the announcements received
-// before it were applied).
-func (m *marks) beaten(session uint64, sent int64) {
-	for {
-		cur := m.beat.Load()
-		if cur != nil && (cur.session > session || cur.session == session && cur.sent >= sent) {
-			return
-		}
-		if m.beat.CompareAndSwap(cur, &heartbeat{session: session, sent: sent}) {
-			return
-		}
-	}
-}
-
-// cover is the session a mark read sent now is covered in: the live one
-// once a heartbeat answered in it, else 0. The heartbeat's answer came
-// after the subscription took effect on the socket that carries the
-// session, so a read sent after it sees every mark raised before it was
-// processed, and the session's announcements every one raised after.
-func (m *marks) cover() uint64 {
-	if m.session == nil {
-		return 0
-	}
-	if b := m.beat.Load(); b != nil && b.session == m.session() {
-		return b.session
-	}
-	return 0
-}
-
-// beatVouches reports whether the subscription vouches for s's mark at
-// now: it was read in the live session, after a heartbeat confirmed it,
-// and a heartbeat sent less than trust ago was answered in that session.
-func (m *marks) beatVouches(s *markSlot, now int64) bool {
-	if m.session == nil {
-		return false
-	}
-	b := m.beat.Load()
-	return b != nil && now-b.sent < int64(m.trust) && s.cov.Load() == b.session && b.session == m.session()
-}
-
-// refreshAsync re-reads tag's mark in the background, before its trust
-// runs out, so that a hot tag's hits never wait for it.
-func (m *marks) refreshAsync(tag string, s *markSlot) {
-	m.spawn("\x00marks "+tag, func(ctx context.Context) {
-		defer s.refreshing.Store(false)
-		_ = m.refresh(ctx, []string{tag})
-	})
-}
-
-// raiseAll records an invalidation of tags (nil: the namespace) at gen,
-// made or announced, without vouching for anything else.
-func (m *marks) raiseAll(tags []string, gen uint64, soft bool) {
-	m.saw(gen)
-	mk := mark{hard: gen}
-	if soft {
-		mk = mark{soft: gen}
-	}
-	if tags == nil {
-		m.ns.raise(mk, 0)
-		return
-	}
-	for _, t := range tags {
-		m.slot(t).raise(mk, 0)
-	}
-}
-
-// announcement is the payload that tells other replicas of an invalidation
-// at gen: "\x00" kind gen tags..., kind 'h' or 's', the namespace as "*".
-func announcement(tags []string, gen uint64, soft bool) string {
-	var b strings.Builder
-	b.WriteString("\x00")
-	if soft {
-		b.WriteString("s ")
-	} else {
-		b.WriteString("h ")
-	}
-	fmt.Fprint(&b, gen)
-	if tags == nil {
-		b.WriteString(" " + namespaceTag)
-	}
-	for _, t := range tags {
-		b.WriteString(" " + t)
-	}
-	return b.String()
-}
-
-// announced applies another replica's announcement; anything malformed is
-// ignored (the marks are read anyway when their trust runs out).
-func (m *marks) announced(payload string) {
-	f := strings.Fields(payload[1:])
-	if len(f) < 3 || (f[0] != "h" && f[0] != "s") {
-		return
-	}
-	var gen uint64
-	if _, err := fmt.Sscan(f[1], &gen); err != nil || gen > maxGen {
-		return
-	}
-	for _, t := range f[2:] {
-		switch {
-		case t == namespaceTag:
-			m.raiseAll(nil, gen, f[0] == "s")
-		case checkTag(t) == nil:
-			m.raiseAll([]string{t}, gen, f[0] == "s")
-		}
-	}
 }

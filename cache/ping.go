@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 )
 
 // Ping checks that Redis answers: one PING, within Options.RedisTimeout
@@ -27,7 +29,7 @@ func (c *Cache[V]) Ping(ctx context.Context) error {
 	if c.redis == nil {
 		return nil
 	}
-	_, err := runStep(ctx, c.redis.budget, func(ctx context.Context) (string, error) {
+	_, err := redisstep.Run(ctx, c.redis.budget, func(ctx context.Context) (string, error) {
 		return c.redis.rdb.Ping(ctx).Result()
 	})
 	if err == nil {
@@ -63,7 +65,7 @@ func (s *redisStore[V]) dialCause(ctx context.Context) error {
 	if addr == "" || addr == "FailoverClient" || (network != "tcp" && network != "unix") {
 		return nil
 	}
-	d := s.budget.d
+	d := s.budget.Timeout()
 	if d <= 0 {
 		d = probeTimeout
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/cache/internal/retry"
 )
 
@@ -34,7 +35,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 		claims []*redis.Cmd
 		gen    *redis.StringCmd
 	}
-	rep, err := runStep(ctx, s.budget, func(ctx context.Context) (replies, error) {
+	rep, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (replies, error) {
 		// The namespace's invalidation counter is read in the same round
 		// trip, before any compute starts: the generation of what is
 		// computed (on a Cluster it lives in another slot; go-redis sends
@@ -45,7 +46,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 			cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.Value, k.Lease()}, tokens[i], ttl)
 		}
 		genCmd := pipe.HGet(ctx, s.c.invKey(), "g")
-		if _, err := pipe.Exec(ctx); brokenConn(err) {
+		if _, err := pipe.Exec(ctx); redisstep.BrokenConn(err) {
 			return replies{}, err // every command met it: run the step again
 		} // other errors are per command
 		// A node that lacks the script took no claim: send it the script
@@ -60,7 +61,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 			}
 		}
 		if retry != nil {
-			if _, err := retry.Exec(ctx); brokenConn(err) {
+			if _, err := retry.Exec(ctx); redisstep.BrokenConn(err) {
 				return replies{}, err
 			}
 		}
@@ -132,12 +133,12 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			s.abandon(ctx, r.k, r.claim)
 		}
 	}
-	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.Cmd, error) {
+	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.Cmd, error) {
 		cmds := make([]*redis.Cmd, len(reqs))
 		if len(reqs) == 1 {
 			if args[0] != nil {
 				cmds[0] = fillScript.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
-				if err := cmds[0].Err(); brokenConn(err) {
+				if err := cmds[0].Err(); redisstep.BrokenConn(err) {
 					return nil, err // run the step again
 				}
 			}
@@ -149,7 +150,7 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 				cmds[i] = fillScript.Eval(ctx, pipe, fillKeys(r.k), args[i]...)
 			}
 		}
-		if _, err := pipe.Exec(ctx); brokenConn(err) {
+		if _, err := pipe.Exec(ctx); redisstep.BrokenConn(err) {
 			return nil, err // every command met it: run the step again
 		} // other errors are per command
 		return cmds, nil
@@ -207,7 +208,7 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 		ctx, cancel := context.WithTimeout(ctx, s.c.opts.LeaseTTL+s.c.opts.WaitTimeout)
 		defer cancel()
 		for attempt := 1; retry.Sleep(ctx.Done(), retry.Backoff(attempt)); attempt++ {
-			cmd, err := runStep(ctx, s.budget, func(ctx context.Context) (*redis.Cmd, error) {
+			cmd, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (*redis.Cmd, error) {
 				cmd := fillScript.Run(ctx, s.rdb, fillKeys(k), args...)
 				return cmd, cmd.Err()
 			})
@@ -259,7 +260,7 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim[V]) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	n, err := runStep(actx, s.budget, func(ctx context.Context) (int64, error) {
+	n, err := redisstep.Run(actx, s.budget, func(ctx context.Context) (int64, error) {
 		return abandonScript.Run(ctx, s.rdb, []string{k.Lease()}, cl.token, k.Channel(), s.shardArg()).Int64()
 	})
 	switch {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/lease"
 )
 
@@ -53,7 +54,7 @@ func (s *redisStore[V]) keep(ctx context.Context, cl claim[V], quit <-chan struc
 		}
 		sent := time.Now()
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
-		ok, err := runStep(ectx, s.budget, func(ctx context.Context) (int64, error) {
+		ok, err := redisstep.Run(ectx, s.budget, func(ctx context.Context) (int64, error) {
 			return extendScript.Run(ctx, s.rdb, []string{cl.k.Lease()}, cl.token, ttl.Milliseconds()).Int64()
 		})
 		cancel()

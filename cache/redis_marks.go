@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 )
 
 // markField is the field of a mark hash an invalidation raises.
@@ -48,7 +50,7 @@ func genOf(cmd *redis.StringCmd) (uint64, error) {
 // readGen implements [store]: one HGET (and the counter restored when
 // Redis lost it, see restored).
 func (s *redisStore[V]) readGen(ctx context.Context) (uint64, error) {
-	gen, err := runStep(ctx, s.budget, func(ctx context.Context) (uint64, error) {
+	gen, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (uint64, error) {
 		return genOf(s.rdb.HGet(ctx, s.c.invKey(), "g"))
 	})
 	if err == nil {
@@ -73,7 +75,7 @@ func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error
 		s.c.marks.saw(gen)
 		return gen, nil
 	}
-	got, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
+	got, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
 		return counterScript.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 0).Int64()
 	})
 	if err != nil {
@@ -88,7 +90,7 @@ func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error
 // readMarks implements [store]: a pipeline of HMGETs (the marks live in
 // their tags' own slots; go-redis sends each node its part at once).
 func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]mark, error) {
-	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.SliceCmd, error) {
+	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.SliceCmd, error) {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.SliceCmd, len(tags))
 		for i, t := range tags {
@@ -127,7 +129,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 	field := markField(soft)
 	floor := s.c.marks.floor()
 	if tags == nil {
-		res, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
+		res, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
 			return clearScript.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
 		})
 		if err != nil {
@@ -136,7 +138,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 		}
 		return uint64(res), nil
 	}
-	gen, err := runStep(ctx, s.budget, func(ctx context.Context) (int64, error) {
+	gen, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
 		return counterScript.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 1).Int64()
 	})
 	if err != nil {
@@ -145,7 +147,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 	}
 	for done := 0; done < len(tags); done += markBatch {
 		batch := tags[done:min(done+markBatch, len(tags))]
-		if _, err := runStep(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
+		if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
 			pipe := s.rdb.Pipeline()
 			for _, t := range batch {
 				markScript.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -31,7 +32,7 @@ type redisStore[V any] struct {
 	c      *Cache[V]
 	rdb    redis.UniversalClient
 	notify *notifier
-	budget redisBudget                                  // bounds each Redis step
+	budget redisstep.Budget                             // bounds each Redis step
 	reads  readGroup                                    // shares concurrent hit-path GETs of one key, by cache key
 	getFn  func(context.Context, string) (reply, error) // GET of a cache key's value, bound once: a method value per read would allocate
 }
@@ -39,15 +40,15 @@ type redisStore[V any] struct {
 var _ store[struct{}] = (*redisStore[struct{}])(nil)
 
 func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V], error) {
-	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: newRedisBudget(c.opts.RedisTimeout, c.opts.WaitTimeout, rdb)}
+	s := &redisStore[V]{c: c, rdb: rdb, notify: newNotifier(rdb), budget: redisstep.NewBudget(c.opts.RedisTimeout, c.opts.WaitTimeout, rdb, ErrRedisTimeout)}
 	// The shared read names the value key only when it sends a GET: a
 	// caller that joins a GET in flight builds no string.
 	s.getFn = func(ctx context.Context, key string) (reply, error) { return s.get(ctx, c.keysFor(key).Value) }
 	// The longest a GET may take: the budget while Redis answers in time,
 	// and, while it answers slowly, up to the budget's ceiling.
-	s.reads.within = s.budget.longest()
-	s.reads.calm = s.budget.calm
-	c.brk.probe = func() { c.goBackground("\x00probe", s.probe) }
+	s.reads.within = s.budget.Longest()
+	s.reads.calm = s.budget.Calm
+	c.brk.Probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
 }
 
@@ -56,26 +57,24 @@ func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V
 // (a Redis slower than the budget answers it, and the budget learns its
 // round trip).
 func (s *redisStore[V]) probe(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, max(probeTimeout, s.budget.d))
+	ctx, cancel := context.WithTimeout(ctx, max(probeTimeout, s.budget.Timeout()))
 	defer cancel()
-	if _, err := waitStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+	if _, err := redisstep.Wait(ctx, s.budget, func(ctx context.Context) (string, error) {
 		return s.rdb.Ping(ctx).Result()
 	}); err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.noteRedisError(context.Background(), err)
 		}
-		s.c.brk.probeFailed()
+		s.c.brk.ProbeFailed()
 		return
 	}
 	s.redisOK(ctx)
 }
 
-func (s *redisStore[V]) available() bool { return s.c.brk.allow() }
+func (s *redisStore[V]) available() bool { return s.c.brk.Allow() }
 
 func (s *redisStore[V]) close() error {
-	if s.budget.h != nil {
-		s.budget.h.release(s.rdb)
-	}
+	s.budget.Release(s.rdb)
 	return s.notify.Close()
 }
 
@@ -139,7 +138,7 @@ func (s *redisStore[V]) get(ctx context.Context, valueKey string) (reply, error)
 // getRaw runs one GET. A key of another Redis type is a foreign entry, not a
 // failure: it decodes as corrupt, and the next fill overwrites it.
 func (s *redisStore[V]) getRaw(ctx context.Context, valueKey string) (reply, error) {
-	v, err := runStep(ctx, s.budget, func(ctx context.Context) (string, error) {
+	v, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (string, error) {
 		return s.rdb.Get(ctx, valueKey).Result()
 	})
 	switch {
@@ -177,7 +176,7 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 		return fmt.Errorf("cache: read %d keys: %w", len(ks), err)
 	}
 	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
-		vals, err := runStep(ctx, s.budget, func(ctx context.Context) ([]any, error) {
+		vals, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]any, error) {
 			return s.rdb.MGet(ctx, vkeys...).Result()
 		})
 		if err != nil {
@@ -190,7 +189,7 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 		}
 		return nil
 	}
-	cmds, err := runStep(ctx, s.budget, func(ctx context.Context) ([]*redis.StringCmd, error) {
+	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.StringCmd, error) {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.StringCmd, len(vkeys))
 		for i, vk := range vkeys {
@@ -221,7 +220,7 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 		return err
 	}
 	args := []any{b, keepMillis(e.w, s.c.now()), k.Channel(), s.c.invalidationChannel(), s.c.id + " " + k.Key, s.shardArg(), notifyMaxBytes}
-	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
+	if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (any, error) {
 		return setScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, args...).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
@@ -233,7 +232,7 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 
 // delete implements [store] like set.
 func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
-	if _, err := runStep(ctx, s.budget, func(ctx context.Context) (any, error) {
+	if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (any, error) {
 		return deleteScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, k.Channel(),
 			s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Result()
 	}); err != nil {
@@ -262,7 +261,7 @@ func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscripti
 // The wait for Redis' confirmation is bounded by the budget: past it, the
 // waiter polls.
 func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, error) {
-	ctx, cancel := s.budget.bound(ctx)
+	ctx, cancel := s.budget.Bound(ctx)
 	defer cancel()
 	w, err := s.notify.Subscribe(ctx, k.Channel())
 	return redisSubscription{w}, err
@@ -270,16 +269,16 @@ func (s *redisStore[V]) subscribe(ctx context.Context, k keys) (subscription, er
 
 // redisFailed records a Redis failure for the breaker, unless the caller's
 // own context ended it or it came under load (Redis answering, slowly: not
-// an outage, see redisHealth).
+// an outage, see redisstep.UnderLoad).
 func (s *redisStore[V]) redisFailed(ctx context.Context, err error) {
-	if !s.noteRedisError(ctx, err) || underLoad(err) {
+	if !s.noteRedisError(ctx, err) || redisstep.UnderLoad(err) {
 		return
 	}
 	opened := false
 	if errors.Is(err, ErrRedisTimeout) {
-		opened = s.c.brk.silence(s.budget.d / 2)
+		opened = s.c.brk.Silence(s.budget.Timeout() / 2)
 	} else {
-		opened = s.c.brk.failure()
+		opened = s.c.brk.Failure()
 	}
 	if opened {
 		s.c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err, slog.String("addr", s.addrs()))
@@ -313,7 +312,7 @@ func (s *redisStore[V]) reloadTopology() {
 
 // redisOK records a Redis success.
 func (s *redisStore[V]) redisOK(ctx context.Context) {
-	if s.c.brk.success() {
+	if s.c.brk.Success() {
 		if s.c.kept != nil { // what the outage computed must not answer in the next one
 			s.c.kept.Clear()
 		}

@@ -90,7 +90,7 @@ func (c *Cache[V]) Stats() Stats {
 		Refills: s.refills.Load(), Unstored: s.unstored.Load(),
 		FailSafe: s.failSafe.Load(), SoftTimeouts: s.softTimeouts.Load(), Revalidated: s.revalidated.Load(),
 		Invalidated: s.invalidated.Load(), Recomputed: s.recomputed.Load(),
-		BreakerOpen: c.brk.open(), L1Hits: s.l1Hits.load(),
+		BreakerOpen: c.brk.Open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.local != nil {
 		st.LocalEntries = c.local.entries.Len()

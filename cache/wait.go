@@ -43,7 +43,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		// unless this process already counts Redis as down. A waiter's own
 		// failures do not trip the breaker: a failover makes every waiter
 		// fail at once for a moment.
-		if err != nil && wctx.Err() == nil && c.brk.open() {
+		if err != nil && wctx.Err() == nil && c.brk.Open() {
 			return c.degraded(ctx, k, fn, prev)
 		}
 		switch v, _ := c.judge(wctx, e, found, c.now()); v {
@@ -62,7 +62,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 				return c.leadOne(ctx, k, cl.claim, fn, prev, time.Time{})
 			case cl.err == nil:
 				remaining, gen = cl.remaining, cl.claim.gen
-			case wctx.Err() == nil && c.brk.open():
+			case wctx.Err() == nil && c.brk.Open():
 				return c.degraded(ctx, k, fn, prev)
 			}
 		}

@@ -48,6 +48,10 @@ var layer = map[string][]string{
 	// The protocol layer under cache/ (issue 29): its packages import only
 	// each other; nothing in them sees cache's public API or V.
 	"cache/internal/": {"cache/internal/"},
+	// The budget and breaker of a Redis step: under everything else of
+	// cache/, it imports nothing of the module (cache hands it the
+	// sentinel a step past its budget matches).
+	"cache/internal/redisstep": nil,
 }
 
 // libraryModules are the only modules outside the standard library that the
@@ -176,6 +180,9 @@ func TestLayerTableSelfCheck(t *testing.T) {
 		{"cache", "cache/internal/redisproto", true},
 		{"cache/internal/redisproto", "cache", false},
 		{"cache/internal/redisproto", "cache/internal/envelope", true},
+		{"cache", "cache/internal/redisstep", true},
+		{"cache/internal/redisstep", "cache", false},
+		{"cache/internal/redisstep", "cache/internal/notify", false},
 		{"lease", "cache", false},
 		{"middleware", "cache", true},
 		{"singleflight", "stale", false},

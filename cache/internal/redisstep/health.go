@@ -1,4 +1,4 @@
-package cache
+package redisstep
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // in go-redis, while Redis kept answering other steps: Redis is slow (busy,
 // distant, or this replica is CPU-starved), not down. Such a failure never
 // counts towards the breaker, and a caller that meets it keeps the fleet
-// protocol instead of computing locally (see [redisHealth]).
+// protocol instead of computing locally (see [redisHealth] and [UnderLoad]).
 var errRedisLoad = errors.New("cache: Redis answering, but slowly: load, not an outage")
 
 // redisHealth tells a slow Redis from a down one, for one client: when a
@@ -38,6 +38,9 @@ var errRedisLoad = errors.New("cache: Redis answering, but slowly: load, not an 
 // cache's own.
 type redisHealth struct {
 	floor, ceil time.Duration
+	// errTimeout is what a step past its budget matches: the cache's
+	// public sentinel (cache.ErrRedisTimeout), handed in by the cache.
+	errTimeout error
 	*link
 }
 
@@ -60,9 +63,9 @@ var links = struct {
 	m map[redis.UniversalClient]*link
 }{m: map[redis.UniversalClient]*link{}}
 
-// newRedisHealth returns rdb's health with a cache's bounds; release it
-// when the cache closes.
-func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient) *redisHealth {
+// newRedisHealth returns rdb's health with a cache's bounds and its
+// sentinel for a step past its budget; release it when the cache closes.
+func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient, errTimeout error) *redisHealth {
 	links.Lock()
 	defer links.Unlock()
 	l := links.m[rdb]
@@ -71,7 +74,7 @@ func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient) *redis
 		links.m[rdb] = l
 	}
 	l.refs++
-	return &redisHealth{floor: floor, ceil: max(ceil, floor), link: l}
+	return &redisHealth{floor: floor, ceil: max(ceil, floor), errTimeout: errTimeout, link: l}
 }
 
 // release drops a cache's use of rdb's link.
@@ -189,7 +192,8 @@ func dialErr(err error) bool {
 }
 
 // loadError is a step's failure under load: it matches errRedisLoad and
-// everything the underlying error matches (ErrRedisTimeout included).
+// everything the underlying error matches (the budget's errTimeout
+// included).
 type loadError struct{ err error }
 
 func (e *loadError) Error() string { return e.err.Error() + " (" + errRedisLoad.Error() + ")" }
@@ -197,6 +201,6 @@ func (e *loadError) Unwrap() []error {
 	return []error{errRedisLoad, e.err}
 }
 
-// underLoad reports whether err is a Redis failure under load (see
+// UnderLoad reports whether err is a Redis failure under load (see
 // errRedisLoad), after which a caller must not compute locally.
-func underLoad(err error) bool { return errors.Is(err, errRedisLoad) }
+func UnderLoad(err error) bool { return errors.Is(err, errRedisLoad) }

@@ -1,21 +1,23 @@
-package cache
+package redisstep
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// breaker is a consecutive-failure circuit breaker: threshold failures in a
-// row open it for cooldown; then one background probe (never a caller's
+// Breaker is a consecutive-failure circuit breaker: Threshold failures in a
+// row open it for Cooldown; then one background probe (never a caller's
 // request, so no caller can leave it half-open) tries Redis, and its success
 // closes it while its failure opens it for another cooldown. Safe for
 // concurrent use; the zero value is closed.
-type breaker struct {
-	threshold int32
-	cooldown  time.Duration
-	// probe starts the background probe, which must end in success or
-	// failure; it is set once, before use.
-	probe func()
+type Breaker struct {
+	// Threshold is how many failures in a row open the breaker.
+	Threshold int32
+	// Cooldown is how long the breaker stays open before its probe.
+	Cooldown time.Duration
+	// Probe starts the background probe, which must end in Success or
+	// ProbeFailed; it is set once, before use.
+	Probe func()
 
 	failures  atomic.Int32
 	openUntil atomic.Int64 // unix nanoseconds; 0 when closed
@@ -24,23 +26,23 @@ type breaker struct {
 	lastSilence atomic.Int64
 }
 
-// allow reports whether a call may use Redis now. Past the cooldown of an
+// Allow reports whether a call may use Redis now. Past the cooldown of an
 // open breaker it starts the probe and answers false until the probe
 // succeeded.
-func (b *breaker) allow() bool {
+func (b *Breaker) Allow() bool {
 	until := b.openUntil.Load()
 	if until == 0 {
 		return true
 	}
 	if time.Now().UnixNano() >= until && b.probing.CompareAndSwap(false, true) {
-		b.probe()
+		b.Probe()
 	}
 	return false
 }
 
-// success records a Redis success; closed reports whether it closed an open
+// Success records a Redis success; closed reports whether it closed an open
 // breaker.
-func (b *breaker) success() (closed bool) {
+func (b *Breaker) Success() (closed bool) {
 	if b.failures.Load() != 0 || b.openUntil.Load() != 0 {
 		b.failures.Store(0)
 		closed = b.openUntil.Swap(0) != 0
@@ -49,39 +51,39 @@ func (b *breaker) success() (closed bool) {
 	return closed
 }
 
-// failure records a Redis failure; opened reports whether it opened a closed
+// Failure records a Redis failure; opened reports whether it opened a closed
 // breaker. An open breaker's cooldown starts again.
-func (b *breaker) failure() (opened bool) {
-	if b.failures.Add(1) >= b.threshold {
-		opened = b.openUntil.Swap(time.Now().Add(b.cooldown).UnixNano()) == 0
+func (b *Breaker) Failure() (opened bool) {
+	if b.failures.Add(1) >= b.Threshold {
+		opened = b.openUntil.Swap(time.Now().Add(b.Cooldown).UnixNano()) == 0
 		b.probing.Store(false)
 	}
 	return opened
 }
 
-// silence records a step that found Redis silent for its whole budget
+// Silence records a step that found Redis silent for its whole budget
 // (see redisHealth). Silences less than spacing apart are one observation
 // of the same silence, counted once: the steps a burst of callers started
 // together (a fleet's cold start, every connection dialled at once) end
 // together, and must not open the breaker by their number alone. A Redis
 // silent for good still opens it, after threshold spacings.
-func (b *breaker) silence(spacing time.Duration) (opened bool) {
+func (b *Breaker) Silence(spacing time.Duration) (opened bool) {
 	now := time.Now().UnixNano()
 	last := b.lastSilence.Load()
 	if now-last < int64(spacing) || !b.lastSilence.CompareAndSwap(last, now) {
 		return false
 	}
-	return b.failure()
+	return b.Failure()
 }
 
-// probeFailed records a failed probe: the breaker stays open for another
+// ProbeFailed records a failed probe: the breaker stays open for another
 // cooldown, and the next call after it probes again.
-func (b *breaker) probeFailed() {
+func (b *Breaker) ProbeFailed() {
 	if until := b.openUntil.Load(); until != 0 {
-		b.openUntil.CompareAndSwap(until, time.Now().Add(b.cooldown).UnixNano())
+		b.openUntil.CompareAndSwap(until, time.Now().Add(b.Cooldown).UnixNano())
 	}
 	b.probing.Store(false)
 }
 
-// open reports whether the breaker is open (Redis considered down).
-func (b *breaker) open() bool { return b.openUntil.Load() != 0 }
+// Open reports whether the breaker is open (Redis considered down).
+func (b *Breaker) Open() bool { return b.openUntil.Load() != 0 }

@@ -1,4 +1,15 @@
-package cache
+// Package redisstep bounds each Redis step of a cache (one command, script
+// or pipeline) and judges Redis from how its steps end: the budget a step
+// may take (Budget, Run, Wait), the estimate of Redis' round trip that the
+// budget follows and that tells a slow Redis from a down one (health.go),
+// and the circuit breaker that a down Redis opens (Breaker). It knows
+// nothing of what a step reads or writes: a step is a function of a
+// context that returns a value of any type and an error.
+//
+// cache hands it the public sentinel a step past its budget matches
+// (cache.ErrRedisTimeout); the mark of a failure under load (see
+// UnderLoad) is this package's own.
+package redisstep
 
 import (
 	"context"
@@ -11,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisBudget bounds each Redis step of a call (one command, script or
+// Budget bounds each Redis step of a call (one command, script or
 // pipeline) by Options.RedisTimeout and by the caller's context, whatever
 // go-redis' own timeouts and retries are.
 //
@@ -27,14 +38,14 @@ import (
 // deadline on the socket, not a cancellation.
 //
 // A step that failed because its pooled connection had died (see
-// [brokenConn]) runs again within the same budget, at most once per idle
+// [BrokenConn]) runs again within the same budget, at most once per idle
 // connection the client's pools then held: after an outage the pools can
 // hold connections that died without the client's kernel being told (a
 // restarted host, a failover to a new machine, a proxy or NAT that forgot
 // them), which go-redis' check of an idle connection cannot see, and each
 // would otherwise cost a call (go-redis keeps pipelines in a pool of their
 // own, which the breaker's PING never touches).
-type redisBudget struct {
+type Budget struct {
 	d time.Duration // RedisTimeout; 0: no budget of our own
 	// inline: the client honours context deadlines on socket I/O.
 	inline bool
@@ -45,16 +56,29 @@ type redisBudget struct {
 	h *redisHealth
 }
 
-// newRedisBudget returns the budget of rdb's steps: d (RedisTimeout) while
+// NewBudget returns the budget of rdb's steps: d (RedisTimeout) while
 // Redis answers within it, following Redis' observed round trip up to ceil
-// (WaitTimeout) while it answers slowly.
-func newRedisBudget(d, ceil time.Duration, rdb redis.UniversalClient) redisBudget {
-	b := redisBudget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }}
+// (WaitTimeout) while it answers slowly. A step that runs out of its budget
+// fails with an error matching errTimeout (cache.ErrRedisTimeout). Call
+// Release when the cache closes.
+func NewBudget(d, ceil time.Duration, rdb redis.UniversalClient, errTimeout error) Budget {
+	b := Budget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }}
 	if b.d > 0 {
-		b.h = newRedisHealth(b.d, ceil, rdb)
+		b.h = newRedisHealth(b.d, ceil, rdb, errTimeout)
 	}
 	return b
 }
+
+// Release drops the budget's use of rdb's shared observations (see
+// redisHealth); the budget must not be used afterwards.
+func (b Budget) Release(rdb redis.UniversalClient) {
+	if b.h != nil {
+		b.h.release(rdb)
+	}
+}
+
+// Timeout is the budget's floor, RedisTimeout; 0 with no budget of our own.
+func (b Budget) Timeout() time.Duration { return b.d }
 
 // idleConns is how many idle connections rdb's pools hold, its pipelines'
 // pool included.
@@ -67,12 +91,12 @@ func idleConns(rdb redis.UniversalClient) int {
 	return n
 }
 
-// brokenConn reports that a step failed because its connection was closed
+// BrokenConn reports that a step failed because its connection was closed
 // or reset under it (go-redis then drops that connection from its pool):
 // not a timeout, not a refused dial, not Redis' reply. The request may not
 // have reached Redis, or Redis may have run it and lost the reply; every
 // step is one that go-redis' own MaxRetries runs again on such an error.
-func brokenConn(err error) bool {
+func BrokenConn(err error) bool {
 	if err == nil || err == redis.Nil {
 		return false
 	}
@@ -85,19 +109,19 @@ func brokenConn(err error) bool {
 // way, and ctx lasts.
 // Each reply (a late one too, whose caller stopped waiting) feeds b's
 // health.
-func attempt[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+func attempt[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
 	v, err := timed(ctx, b, step)
-	if !brokenConn(err) || b.idle == nil {
+	if !BrokenConn(err) || b.idle == nil {
 		return v, err
 	}
-	for n := b.idle(); n > 0 && brokenConn(err) && ctx.Err() == nil; n-- {
+	for n := b.idle(); n > 0 && BrokenConn(err) && ctx.Err() == nil; n-- {
 		v, err = timed(ctx, b, step)
 	}
 	return v, err
 }
 
 // timed runs step once, recording a reply and its round trip.
-func timed[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+func timed[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
 	if b.h == nil {
 		return step(ctx)
 	}
@@ -129,15 +153,15 @@ type stepResult[T any] struct {
 	err error
 }
 
-// runStep runs step within budget b and ctx. The budget starts at
+// Run runs step within budget b and ctx. The budget starts at
 // b.h.rto(), RedisTimeout while Redis answers within it: when it ends and
 // no reply at all came from Redis meanwhile (Redis silent), the step fails
-// with an error matching [ErrRedisTimeout] (an outage, which counts towards
-// the breaker); while replies keep coming (Redis slow), the caller waits
-// on, one budget after another, up to WaitTimeout (then the failure is
-// marked errRedisLoad). When ctx ends first, ctx's cause. The step must
+// with an error matching the budget's errTimeout (an outage, which counts
+// towards the breaker); while replies keep coming (Redis slow), the caller
+// waits on, one budget after another, up to WaitTimeout (then the failure
+// is marked errRedisLoad). When ctx ends first, ctx's cause. The step must
 // not touch the caller's variables: it returns what it read.
-func runStep[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
 	if b.d <= 0 {
 		return attempt(ctx, b, step)
 	}
@@ -210,7 +234,7 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 				linger = true
 				time.AfterFunc(b.h.ceil, cancel)
 				var zero T
-				return zero, fmt.Errorf("%w (%s, no reply from Redis meanwhile): %w", ErrRedisTimeout, d, context.DeadlineExceeded)
+				return zero, fmt.Errorf("%w (%s, no reply from Redis meanwhile): %w", b.h.errTimeout, d, context.DeadlineExceeded)
 			}
 			d = b.h.rto()
 			armed = time.Now()
@@ -219,11 +243,11 @@ func runStep[T any](ctx context.Context, b redisBudget, step func(context.Contex
 	}
 }
 
-// waitStep runs step on a goroutine of its own and waits for it until ctx
+// Wait runs step on a goroutine of its own and waits for it until ctx
 // ends, however silent Redis is meanwhile: for the breaker's probe, which
 // no caller waits for, so that a Redis slower than RedisTimeout can answer
 // it (and teach b its round trip) instead of being judged down forever.
-func waitStep[T any](ctx context.Context, b redisBudget, step func(context.Context) (T, error)) (T, error) {
+func Wait[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
 	done := make(chan stepResult[T], 1)
 	go func() {
 		v, err := attempt(ctx, b, step)
@@ -238,43 +262,61 @@ func waitStep[T any](ctx context.Context, b redisBudget, step func(context.Conte
 	}
 }
 
-// explain tells a step that ran out of budget (an ErrRedisTimeout, which
+// explain tells a step that ran out of budget (its errTimeout, which
 // counts towards the breaker when Redis was silent, and is marked as load
 // when it was answering) from one its caller's context ended (left as it
 // is) and from Redis' own replies; a go-redis timeout while Redis answers
 // is marked as load too.
-func (b redisBudget) explain(ctx, sctx context.Context, err error, d time.Duration) error {
+func (b Budget) explain(ctx, sctx context.Context, err error, d time.Duration) error {
 	if err == nil || ctx.Err() != nil || isReply(err) { // Redis answered, even if late
 		return err
 	}
 	if sctx.Err() == nil {
 		return b.h.loadFailure(err)
 	}
-	err = fmt.Errorf("%w (%s): %w", ErrRedisTimeout, d, err)
+	err = fmt.Errorf("%w (%s): %w", b.h.errTimeout, d, err)
 	if b.h.answering(d) {
 		return &loadError{err}
 	}
 	return err
 }
 
-// bound returns ctx bounded by the budget, for waits that are not one
+// Bound returns ctx bounded by the budget, for waits that are not one
 // command (a subscription's confirmation).
-func (b redisBudget) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+func (b Budget) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if b.d <= 0 {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, b.d)
 }
 
-// longest is the longest one step may take: RedisTimeout, or while Redis
+// Longest is the longest one step may take: RedisTimeout, or while Redis
 // answers slowly the budget's ceiling (WaitTimeout); 0 with no budget.
-func (b redisBudget) longest() time.Duration {
+func (b Budget) Longest() time.Duration {
 	if b.h == nil {
 		return b.d
 	}
 	return b.h.ceil
 }
 
-// calm reports whether a step starting now has RedisTimeout as its budget:
+// Calm reports whether a step starting now has RedisTimeout as its budget:
 // Redis answers within it (or there is no budget of our own).
-func (b redisBudget) calm() bool { return b.h == nil || b.h.rto() <= b.d }
+func (b Budget) Calm() bool { return b.h == nil || b.h.rto() <= b.d }
+
+// Replied records a reply from Redis that took rtt to come, seen outside a
+// step (the answer to a heartbeat): it shows Redis answering and teaches
+// the budget the round trip. Nothing happens without a budget.
+func (b Budget) Replied(rtt time.Duration) {
+	if b.h != nil {
+		b.h.replied(rtt)
+	}
+}
+
+// Step is the budget a step starting now gets: RedisTimeout while Redis
+// answers within it, more while it answers slowly; 0 without a budget.
+func (b Budget) Step() time.Duration {
+	if b.h == nil {
+		return 0
+	}
+	return b.h.rto()
+}

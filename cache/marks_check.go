@@ -1,0 +1,146 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Checking an entry against the marks (marks.go): a verdict from what this
+// process knows when its reads are recent enough, else the marks read again
+// in one round trip shared by the callers, or in the background before
+// their trust runs out.
+
+// check judges st against the marks of the namespace and of its tags,
+// reading those not vouched for by a read sent less than trust ago (again,
+// up to maxMarkReads times, while the answers come too late or fail). An
+// error comes with invUnknown: they could not be vouched for.
+func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
+	return m.checkAt(ctx, st, 0)
+}
+
+// checkAt is check with the monotonic time now (on marks' clock) when the
+// caller has it (0: read the clock), saving a clock read on the hit path.
+func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, error) {
+	slots := st.slots
+	if len(st.tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
+		slots = m.resolve(st).slots
+	}
+	if m.local {
+		state := m.ns.against(st.gen)
+		for _, s := range slots {
+			state = max(state, s.against(st.gen))
+		}
+		return state, nil
+	}
+	if now <= 0 {
+		now = m.mono()
+	}
+	state := invValid
+	var unsure []string
+	look := func(tag string, s *markSlot) {
+		// What this process knows of a mark applies however old it is
+		// (marks only go up): only a verdict of "valid" needs a recent read.
+		state = max(state, s.against(st.gen))
+		sent := s.sent.Load()
+		if sent != 0 && now-sent < int64(m.trust)/2 {
+			return
+		}
+		if m.beatVouches(s, now) {
+			return
+		}
+		if sent == 0 || now-sent >= int64(m.trust) {
+			unsure = append(unsure, tag)
+		} else if !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
+			m.refreshAsync(tag, s)
+		}
+	}
+	look("", &m.ns)
+	for i, t := range st.tags {
+		look(t, slots[i])
+	}
+	if len(unsure) == 0 {
+		return state, nil
+	}
+	if state == invHard {
+		return state, nil
+	}
+	var err error
+	known := state // a soft invalidation known already stays one if the marks cannot be read
+	for range maxMarkReads {
+		if m.available != nil && !m.available() {
+			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", ErrUnavailable)
+		}
+		if err = m.refresh(ctx, unsure); err == nil {
+			if vouched, s := m.vouched(unsure, st.gen); vouched {
+				return max(state, s), nil
+			}
+			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.trust)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return unknownAfter(known), err
+}
+
+// unknownAfter is the verdict when the marks could not be read: invUnknown,
+// unless what is already known says more (a soft invalidation).
+func unknownAfter(known invState) invState {
+	if known == invSoft {
+		return invSoft
+	}
+	return invUnknown
+}
+
+// maxMarkReads bounds the reads of one check whose answers came too late
+// (a load spike) or failed, before the entry is judged invUnknown.
+const maxMarkReads = 4
+
+// vouched reports whether the marks of tags are all vouched for by reads
+// sent less than trust ago, and judges gen against them.
+func (m *marks) vouched(tags []string, gen uint64) (bool, invState) {
+	now := m.mono()
+	state := invValid
+	for _, t := range tags {
+		s := m.slot(t)
+		if now-s.sent.Load() >= int64(m.trust) && !m.beatVouches(s, now) {
+			return false, state
+		}
+		state = max(state, s.against(gen))
+	}
+	return true, state
+}
+
+// refresh reads the marks of tags in one round trip shared by the callers
+// asking for the same tags, bounded by trust: a later answer could not be
+// trusted anyway.
+func (m *marks) refresh(ctx context.Context, tags []string) error {
+	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.trust)
+		defer cancel()
+		cov := m.cover() // before the read is sent
+		sent := m.mono()
+		got, err := m.read(ctx, tags)
+		if err != nil {
+			return struct{}{}, err
+		}
+		for i, t := range tags {
+			s := m.slot(t)
+			s.raise(got[i], sent)
+			raise(&s.cov, cov)
+			m.saw(max(got[i].hard, got[i].soft))
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// refreshAsync re-reads tag's mark in the background, before its trust
+// runs out, so that a hot tag's hits never wait for it.
+func (m *marks) refreshAsync(tag string, s *markSlot) {
+	m.spawn("\x00marks "+tag, func(ctx context.Context) {
+		defer s.refreshing.Store(false)
+		_ = m.refresh(ctx, []string{tag})
+	})
+}

@@ -1,0 +1,54 @@
+package cache
+
+// The marks' trust by the subscription (marks.go, "Trusted by the
+// subscription"): the heartbeats answered in the invalidation
+// subscription's session, and the reads they vouch for.
+
+// heartbeat is a heartbeat of the invalidation subscription answered in
+// session: every announcement published before sent (marks' clock) has
+// been applied.
+type heartbeat struct {
+	session uint64
+	sent    int64
+}
+
+// beaten records a heartbeat answered in session (the notifier's
+// callback, on its receiving goroutine, after the announcements received
+// before it were applied).
+func (m *marks) beaten(session uint64, sent int64) {
+	for {
+		cur := m.beat.Load()
+		if cur != nil && (cur.session > session || cur.session == session && cur.sent >= sent) {
+			return
+		}
+		if m.beat.CompareAndSwap(cur, &heartbeat{session: session, sent: sent}) {
+			return
+		}
+	}
+}
+
+// cover is the session a mark read sent now is covered in: the live one
+// once a heartbeat answered in it, else 0. The heartbeat's answer came
+// after the subscription took effect on the socket that carries the
+// session, so a read sent after it sees every mark raised before it was
+// processed, and the session's announcements every one raised after.
+func (m *marks) cover() uint64 {
+	if m.session == nil {
+		return 0
+	}
+	if b := m.beat.Load(); b != nil && b.session == m.session() {
+		return b.session
+	}
+	return 0
+}
+
+// beatVouches reports whether the subscription vouches for s's mark at
+// now: it was read in the live session, after a heartbeat confirmed it,
+// and a heartbeat sent less than trust ago was answered in that session.
+func (m *marks) beatVouches(s *markSlot, now int64) bool {
+	if m.session == nil {
+		return false
+	}
+	b := m.beat.Load()
+	return b != nil && now-b.sent < int64(m.trust) && s.cov.Load() == b.session && b.session == m.session()
+}
