@@ -167,13 +167,13 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.marks.session = rs.notify.Session
 		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.mono, func(session uint64, sent int64) {
 			c.marks.beaten(session, sent)
-			// A heartbeat's answer is a reply from Redis like any other,
-			// and it comes whatever the traffic: it keeps the budget's
-			// round trip current and shows Redis answering, so a replica
-			// whose callers were idle or waiting when Redis turned slow
-			// does not take its first slow step for silence (issue 30).
+			// A heartbeat's answer comes whatever the traffic: it shows
+			// Redis answering and can raise the budget's round trip, so a
+			// replica whose callers were idle or waiting when Redis turned
+			// slow does not take its first slow step for silence (issue
+			// 30; see Budget.Heard).
 			if c.marks.clock == nil {
-				rs.budget.Replied(time.Duration(c.marks.mono() - sent))
+				rs.budget.Heard(time.Duration(c.marks.mono() - sent))
 			}
 		})
 	}

@@ -303,12 +303,16 @@ func (b Budget) Longest() time.Duration {
 // Redis answers within it (or there is no budget of our own).
 func (b Budget) Calm() bool { return b.h == nil || b.h.rto() <= b.d }
 
-// Replied records a reply from Redis that took rtt to come, seen outside a
-// step (the answer to a heartbeat): it shows Redis answering and teaches
-// the budget the round trip. Nothing happens without a budget.
-func (b Budget) Replied(rtt time.Duration) {
+// Heard records an answer from Redis outside the steps (the invalidation
+// subscription's heartbeat) that took rtt to come. It shows Redis
+// answering, whatever this process's own traffic, and it may raise the
+// round trip the budget follows, never lower it: it travels on a
+// connection of its own, beside the steps' queues, so it tells an idle
+// replica that Redis turned slow (issue 30) without pulling a busy one's
+// estimate below what its steps see. Nothing happens without a budget.
+func (b Budget) Heard(rtt time.Duration) {
 	if b.h != nil {
-		b.h.replied(rtt)
+		b.h.heard(rtt)
 	}
 }
 

@@ -97,6 +97,15 @@ func (h *redisHealth) replied(rtt time.Duration) {
 	h.sample(rtt)
 }
 
+// heard records an answer from Redis outside the steps (see Budget.Heard):
+// a reply, and a sample only when it is above the smoothed round trip.
+func (h *redisHealth) heard(rtt time.Duration) {
+	h.lastReply.Store(int64(time.Since(h.base)))
+	if int64(rtt) > h.srtt.Load() {
+		h.sample(rtt)
+	}
+}
+
 // sample feeds one round trip (or, for a step cut at its deadline, the
 // time it had run: a lower bound, which makes the budget back off) to the
 // estimator. Concurrent samples may overwrite each other: an estimate

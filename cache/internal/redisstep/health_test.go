@@ -132,3 +132,30 @@ type timeoutError struct{}
 func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
+
+// An answer heard outside the steps (a heartbeat) shows Redis answering
+// and raises the round trip the budget follows, never lowers it.
+func TestHeardRaisesTheBudgetOnly(t *testing.T) {
+	h, _ := testHealth(t, 100*time.Millisecond, 10*time.Second)
+	if h.answering(time.Second) {
+		t.Fatal("answering before any reply")
+	}
+	h.heard(400 * time.Millisecond)
+	if !h.answering(time.Second) {
+		t.Error("a heartbeat's answer does not count as Redis answering")
+	}
+	raised := h.rto()
+	if raised < 800*time.Millisecond {
+		t.Errorf("budget %s after a 400 ms answer, want at least twice it", raised)
+	}
+	h.heard(time.Millisecond)
+	if got := h.rto(); got != raised {
+		t.Errorf("a fast heartbeat moved the budget from %s to %s; only the steps' replies lower it", raised, got)
+	}
+	for range 40 {
+		h.replied(time.Millisecond)
+	}
+	if got := h.rto(); got >= raised {
+		t.Errorf("the steps' fast replies left the budget at %s", got)
+	}
+}
