@@ -170,18 +170,10 @@ func TestPurgeReachesARequestJoiningAnUnstoredRun(t *testing.T) {
 	}
 }
 
-// A request-path revalidation the purge overlaps is refused by the fence
-// even when its handler answers 304; the run that replaces it is a plain
-// GET, as after any purge: the purged entry is not revalidated, so a 304
-// (a handler whose validators do not see what the purge was for) cannot
-// re-arm the purged body.
-func TestPurgedEntryIsNotRevalidatedByTheRunAfterThePurge(t *testing.T) {
-	var full, conditional atomic.Int32
-	started, release := make(chan struct{}), make(chan struct{})
-	// Fresh for a millisecond, then kept an hour for revalidation and never
-	// served stale: the request after that revalidates on its own path.
-	opts := middleware.Options{TTL: time.Millisecond, StaleIfError: time.Hour}
-	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, opts, func(w http.ResponseWriter, r *http.Request) {
+// etagDoc is a route tagged "doc" with ETag "v1" whose conditional runs
+// answer 304; the first of them signals started and parks until release.
+func etagDoc(full, conditional *atomic.Int32, started chan<- struct{}, release <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("If-None-Match") == `"v1"` {
 			if conditional.Add(1) == 1 {
 				close(started)
@@ -193,7 +185,21 @@ func TestPurgedEntryIsNotRevalidatedByTheRunAfterThePurge(t *testing.T) {
 		w.Header().Set("ETag", `"v1"`)
 		w.Header().Set("Surrogate-Key", "doc")
 		fmt.Fprintf(w, "full run %d", full.Add(1))
-	})
+	}
+}
+
+// A request-path revalidation the purge overlaps is refused by the fence
+// even when its handler answers 304; the run that replaces it is a plain
+// GET, as after any purge: the purged entry is not revalidated, so a 304
+// (a handler whose validators do not see what the purge was for) cannot
+// re-arm the purged body.
+func TestPurgedEntryIsNotRevalidatedByTheRunAfterThePurge(t *testing.T) {
+	var full, conditional atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	// Fresh for a millisecond, then kept an hour for revalidation and never
+	// served stale: the request after that revalidates on its own path.
+	opts := middleware.Options{TTL: time.Millisecond, StaleIfError: time.Hour}
+	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, opts, etagDoc(&full, &conditional, started, release))
 	a, b := fleet[0], fleet[1]
 	if got := get(t, a.url+"/doc", nil); got.body != "full run 1" {
 		t.Fatalf("first: %q", got.body)
@@ -224,19 +230,7 @@ func TestPurgedEntryIsNotRevalidatedByABackgroundRefresh(t *testing.T) {
 	var full, conditional atomic.Int32
 	started, release := make(chan struct{}), make(chan struct{})
 	opts := middleware.Options{TTL: time.Millisecond, Stale: time.Hour} // served stale, refreshed in the background
-	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, opts, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("If-None-Match") == `"v1"` {
-			if conditional.Add(1) == 1 {
-				close(started)
-				parked(release)
-			}
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		w.Header().Set("ETag", `"v1"`)
-		w.Header().Set("Surrogate-Key", "doc")
-		fmt.Fprintf(w, "full run %d", full.Add(1))
-	})
+	fleet := fenceFleet(t, 2, false, cache.Options{TTL: time.Hour}, opts, etagDoc(&full, &conditional, started, release))
 	a, b := fleet[0], fleet[1]
 	if got := get(t, a.url+"/doc", nil); got.body != "full run 1" {
 		t.Fatalf("first: %q", got.body)
