@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/scripts"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -22,7 +23,7 @@ func TestInvalidationCounterAdvance(t *testing.T) {
 	key := "{" + redistest.Prefix(t) + "}:inv"
 	advance := func(floor uint64, step int) uint64 {
 		t.Helper()
-		g, err := counterScript.Run(ctx, rdb, []string{key}, floor, step).Int64()
+		g, err := scripts.Counter.Run(ctx, rdb, []string{key}, floor, step).Int64()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestInvalidationCounterAdvance(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g, err := clearScript.Run(ctx, rdb, []string{key}, "h", "clear-test", "\x00h ", far+100).Int64()
+	g, err := scripts.Clear.Run(ctx, rdb, []string{key}, "h", "clear-test", "\x00h ", far+100).Int64()
 	if err != nil || g != int64(far+101) {
 		t.Fatalf("clear with floor %d: %d %v, want %d", far+100, g, err, far+101)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stampede-go/stampede/cache/internal/envelope"
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
+	"github.com/stampede-go/stampede/cache/internal/scripts"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -97,7 +98,7 @@ func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 		}
 		next := s.expiredEnvelope(cur)
 		n, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return expireScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, cur, next, k.Channel(),
+			return scripts.Expire.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, cur, next, k.Channel(),
 				s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Int64()
 		})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stampede-go/stampede/cache/internal/scripts"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -18,7 +19,7 @@ func TestClaimRunAgainWithItsTokenIsWon(t *testing.T) {
 		token string
 		won   int64
 	}{{"mine", 1}, {"mine", 1}, {"theirs", 0}} {
-		res, err := claimScript.Run(ctx, rdb, k, tc.token, 10_000).Slice()
+		res, err := scripts.Claim.Run(ctx, rdb, k, tc.token, 10_000).Slice()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/cache/internal/retry"
+	"github.com/stampede-go/stampede/cache/internal/scripts"
 )
 
 // claimMany implements [store] with the claim script (a pipeline of
@@ -43,7 +44,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 		cmds := make([]*redis.Cmd, len(ks))
 		pipe := s.rdb.Pipeline()
 		for i, k := range ks {
-			cmds[i] = claimScript.EvalSha(ctx, pipe, []string{k.Value, k.Lease()}, tokens[i], ttl)
+			cmds[i] = scripts.Claim.EvalSha(ctx, pipe, []string{k.Value, k.Lease()}, tokens[i], ttl)
 		}
 		genCmd := pipe.HGet(ctx, s.c.invKey(), "g")
 		if _, err := pipe.Exec(ctx); redisstep.BrokenConn(err) {
@@ -57,7 +58,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 				if retry == nil {
 					retry = s.rdb.Pipeline()
 				}
-				cmds[i] = claimScript.Eval(ctx, retry, []string{k.Value, k.Lease()}, tokens[i], ttl)
+				cmds[i] = scripts.Claim.Eval(ctx, retry, []string{k.Value, k.Lease()}, tokens[i], ttl)
 			}
 		}
 		if retry != nil {
@@ -137,7 +138,7 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 		cmds := make([]*redis.Cmd, len(reqs))
 		if len(reqs) == 1 {
 			if args[0] != nil {
-				cmds[0] = fillScript.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
+				cmds[0] = scripts.Fill.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
 				if err := cmds[0].Err(); redisstep.BrokenConn(err) {
 					return nil, err // run the step again
 				}
@@ -147,7 +148,7 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 		pipe := s.rdb.Pipeline()
 		for i, r := range reqs {
 			if args[i] != nil {
-				cmds[i] = fillScript.Eval(ctx, pipe, fillKeys(r.k), args[i]...)
+				cmds[i] = scripts.Fill.Eval(ctx, pipe, fillKeys(r.k), args[i]...)
 			}
 		}
 		if _, err := pipe.Exec(ctx); redisstep.BrokenConn(err) {
@@ -209,7 +210,7 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 		defer cancel()
 		for attempt := 1; retry.Sleep(ctx.Done(), retry.Backoff(attempt)); attempt++ {
 			cmd, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (*redis.Cmd, error) {
-				cmd := fillScript.Run(ctx, s.rdb, fillKeys(k), args...)
+				cmd := scripts.Fill.Run(ctx, s.rdb, fillKeys(k), args...)
 				return cmd, cmd.Err()
 			})
 			if ctx.Err() != nil {
@@ -261,7 +262,7 @@ func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim[V]) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	n, err := redisstep.Run(actx, s.budget, func(ctx context.Context) (int64, error) {
-		return abandonScript.Run(ctx, s.rdb, []string{k.Lease()}, cl.token, k.Channel(), s.shardArg()).Int64()
+		return scripts.Abandon.Run(ctx, s.rdb, []string{k.Lease()}, cl.token, k.Channel(), s.shardArg()).Int64()
 	})
 	switch {
 	case err != nil:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
+	"github.com/stampede-go/stampede/cache/internal/scripts"
 	"github.com/stampede-go/stampede/lease"
 )
 
@@ -55,7 +56,7 @@ func (s *redisStore[V]) keep(ctx context.Context, cl claim[V], quit <-chan struc
 		sent := time.Now()
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		ok, err := redisstep.Run(ectx, s.budget, func(ctx context.Context) (int64, error) {
-			return extendScript.Run(ctx, s.rdb, []string{cl.k.Lease()}, cl.token, ttl.Milliseconds()).Int64()
+			return scripts.Extend.Run(ctx, s.rdb, []string{cl.k.Lease()}, cl.token, ttl.Milliseconds()).Int64()
 		})
 		cancel()
 		switch {

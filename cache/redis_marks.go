@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
+	"github.com/stampede-go/stampede/cache/internal/scripts"
 )
 
 // markField is the field of a mark hash an invalidation raises.
@@ -76,7 +77,7 @@ func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error
 		return gen, nil
 	}
 	got, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-		return counterScript.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 0).Int64()
+		return scripts.Counter.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 0).Int64()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cache: restore %s past %d: %w", s.c.invKey(), floor, err)
@@ -130,7 +131,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 	floor := s.c.marks.floor()
 	if tags == nil {
 		res, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return clearScript.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
+			return scripts.Clear.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
 		})
 		if err != nil {
 			s.redisFailed(ctx, err)
@@ -139,7 +140,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 		return uint64(res), nil
 	}
 	gen, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-		return counterScript.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 1).Int64()
+		return scripts.Counter.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 1).Int64()
 	})
 	if err != nil {
 		s.redisFailed(ctx, err)
@@ -150,7 +151,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 		if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
 			pipe := s.rdb.Pipeline()
 			for _, t := range batch {
-				markScript.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
+				scripts.Mark.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
 			}
 			pipe.Publish(ctx, s.c.invalidationChannel(), announcement(batch, uint64(gen), soft))
 			return pipe.Exec(ctx)

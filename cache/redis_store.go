@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
+	"github.com/stampede-go/stampede/cache/internal/scripts"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -221,7 +222,7 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 	}
 	args := []any{b, keepMillis(e.w, s.c.now()), k.Channel(), s.c.invalidationChannel(), s.c.id + " " + k.Key, s.shardArg(), notifyMaxBytes}
 	if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (any, error) {
-		return setScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, args...).Result()
+		return scripts.Set.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, args...).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
 		return fmt.Errorf("cache: set %s: %w", k.Value, err)
@@ -233,7 +234,7 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
 // delete implements [store] like set.
 func (s *redisStore[V]) delete(ctx context.Context, k keys) error {
 	if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (any, error) {
-		return deleteScript.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, k.Channel(),
+		return scripts.Delete.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, k.Channel(),
 			s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
