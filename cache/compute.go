@@ -155,12 +155,26 @@ func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now 
 
 type previousKey struct{}
 
+// revalidatable reports whether e may be handed to a compute as its
+// previous value: the marks say it was not hard-invalidated, and said so
+// in time (a soft invalidation known already is reported even when the
+// other marks cannot be read, and may hide a hard one).
+func (c *Cache[V]) revalidatable(ctx context.Context, e entry[V]) bool {
+	inv, err := c.invalidationAt(ctx, e, time.Time{}, false)
+	return err == nil && (inv == invValid || inv == invSoft)
+}
+
 // withPrevious gives the compute of tasks their previous values, for
-// [Previous].
-func withPrevious[V any](ctx context.Context, tasks []*task[V]) context.Context {
+// [Previous]: only those the invalidation marks vouch for now (valid, or
+// expired by ExpireTags). An ErrUnchanged re-arms the previous value under
+// the compute's newer claim, so one hard-invalidated before the claim, or
+// that nobody can vouch for (the marks unreadable in time), would come
+// back valid for the fleet; it may still stand in for a failure
+// (mayStandIn), as an expired value does.
+func (c *Cache[V]) withPrevious(ctx context.Context, tasks []*task[V]) context.Context {
 	var prev map[string]V
 	for _, t := range tasks {
-		if t.prev != nil && !t.prev.negative {
+		if t.prev != nil && !t.prev.negative && c.revalidatable(ctx, *t.prev) {
 			if prev == nil {
 				prev = make(map[string]V, len(tasks))
 			}

@@ -230,7 +230,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 			stops[i] = c.store.keepAlive(ctx, t.claim)
 		}
 	}
-	r := c.compute(withPrevious(ctx, tasks), taskKeys(tasks), fn)
+	r := c.compute(c.withPrevious(ctx, tasks), taskKeys(tasks), fn)
 	for _, stop := range stops {
 		stop()
 	}

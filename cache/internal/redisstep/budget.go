@@ -206,6 +206,7 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 	armed := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
+	heardOnly := false // a budget was waited on for a heartbeat's answer alone
 	for {
 		select {
 		case r := <-done:
@@ -224,8 +225,15 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 			// by more than a quarter of the budget: replies may sit
 			// unread in its sockets), or replies keep coming: slow, wait
 			// on.
+			// A heartbeat's answer alone (no step's reply) buys one more
+			// budget, not WaitTimeout: its connection may reach Redis
+			// while the steps' connections are black-holed.
 			late := fired.Sub(armed) - d
-			if !b.h.answering(d) && late < d/4 {
+			silent := !b.h.answering(d)
+			if !silent && !b.h.stepsAnswering(d) {
+				silent, heardOnly = heardOnly, true
+			}
+			if silent && late < d/4 {
 				// The step may still get a late reply, up to WaitTimeout
 				// (a new connection's dial and handshake included), which
 				// would show Redis slow, not down, and teach the budget
@@ -309,7 +317,10 @@ func (b Budget) Calm() bool { return b.h == nil || b.h.rto() <= b.d }
 // round trip the budget follows, never lower it: it travels on a
 // connection of its own, beside the steps' queues, so it tells an idle
 // replica that Redis turned slow (issue 30) without pulling a busy one's
-// estimate below what its steps see. Nothing happens without a budget.
+// estimate below what its steps see. Alone (no step's reply), it buys a
+// step past its budget one more budget, not WaitTimeout: its connection may
+// reach Redis while the steps' are black-holed, and the breaker must still
+// open. Nothing happens without a budget.
 func (b Budget) Heard(rtt time.Duration) {
 	if b.h != nil {
 		b.h.heard(rtt)

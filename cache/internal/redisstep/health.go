@@ -48,6 +48,10 @@ type redisHealth struct {
 type link struct {
 	base      time.Time    // monotonic origin of lastReply
 	lastReply atomic.Int64 // nanoseconds since base; 0: never
+	// lastHeard is lastReply for the answers heard outside the steps (the
+	// heartbeat's, on a connection of its own): they show Redis alive, not
+	// that the steps' connections reach it.
+	lastHeard atomic.Int64
 	srtt      atomic.Int64 // nanoseconds; 0: no sample yet
 	rttvar    atomic.Int64
 	// cut: an inline step was cut at its budget with Redis silent; steps
@@ -100,7 +104,7 @@ func (h *redisHealth) replied(rtt time.Duration) {
 // heard records an answer from Redis outside the steps (see Budget.Heard):
 // a reply, and a sample only when it is above the smoothed round trip.
 func (h *redisHealth) heard(rtt time.Duration) {
-	h.lastReply.Store(int64(time.Since(h.base)))
+	h.lastHeard.Store(int64(time.Since(h.base)))
 	if int64(rtt) > h.srtt.Load() {
 		h.sample(rtt)
 	}
@@ -151,10 +155,22 @@ func (h *redisHealth) rto() time.Duration {
 	return min(max(est, h.floor), h.ceil)
 }
 
-// answering reports whether a reply arrived within the last window.
+// answering reports whether a reply arrived within the last window, to a
+// step or heard outside them.
 func (h *redisHealth) answering(window time.Duration) bool {
-	last := h.lastReply.Load()
-	return last != 0 && int64(time.Since(h.base))-last < int64(window)
+	return h.stepsAnswering(window) || within(h.base, h.lastHeard.Load(), window)
+}
+
+// stepsAnswering reports whether a step's reply arrived within the last
+// window.
+func (h *redisHealth) stepsAnswering(window time.Duration) bool {
+	return within(h.base, h.lastReply.Load(), window)
+}
+
+// within reports whether last (nanoseconds since base; 0: never) is less
+// than window ago.
+func within(base time.Time, last int64, window time.Duration) bool {
+	return last != 0 && int64(time.Since(base))-last < int64(window)
 }
 
 // isReply reports whether err (nil included) means Redis answered the step.
