@@ -75,7 +75,11 @@ func TestComputeLongerThanLeaseTTLIsExtended(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1 := <-done
-	if other.calls.Load() != 0 || r1.Outcome != cache.Miss || r2.Outcome != cache.Waited || r2.Value != 1 {
+	// The second replica waits past several lease TTLs and answers with
+	// the first one's value: Waited, or Hit when the machine stalled its
+	// call until after the fill (it then read the value; it still did not
+	// compute, which is what this pins).
+	if other.calls.Load() != 0 || r1.Outcome != cache.Miss || (r2.Outcome != cache.Waited && r2.Outcome != cache.Hit) || r2.Value != 1 {
 		t.Fatalf("second replica computed (%d calls) or did not wait: %+v %+v", other.calls.Load(), r1, r2)
 	}
 }
