@@ -79,9 +79,13 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 			continue
 		}
 		if c.l1 != nil {
-			if e, ok := c.l1get(ctx, k, c.now()); ok && !e.negative {
+			now := c.now()
+			if e, ok := c.l1get(ctx, k, now); ok && !e.negative {
 				c.stats.l1Hit()
 				b.out[k] = e.value
+				if c.l1Early(e, now) {
+					c.refreshAsync(k, e, fn)
+				}
 				continue
 			}
 		}

@@ -130,8 +130,8 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if opts.DegradedTTL > 0 {
 		c.kept = clockmap.New[entry[V]](opts.MaxLocalEntries)
 	}
-	if opts.L1Size > 0 {
-		c.l1 = newL1[V](opts.L1Size, opts.L1TTL)
+	if size := l1Size[V](opts.L1Size); size > 0 {
+		c.l1 = newL1[V](size, opts.L1MaxBytes, opts.L1TTL)
 		c.id = strconv.FormatUint(rand.Uint64(), 36)
 		rs.notify.OnReset = func() {
 			c.synced.Store(false)

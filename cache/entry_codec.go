@@ -121,7 +121,7 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	e.failSafe = h.Flags&envelope.FlagFailSafe != 0
 	e.stamp = stamp{gen: h.Gen, tags: h.Tags}
 	if c.l1 != nil {
-		e.digest = c.l1.digest(s)
+		e.digest, e.size = c.l1.digest(s), len(s)
 	}
 	return e, true, nil
 }

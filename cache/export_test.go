@@ -40,3 +40,11 @@ func RedisBudget[V any](c *Cache[V]) time.Duration {
 	}
 	return c.redis.budget.Step()
 }
+
+// L1Size is how many entries c's L1 holds at most (0: L1 is off).
+func L1Size[V any](c *Cache[V]) int {
+	if c.l1 == nil {
+		return 0
+	}
+	return c.l1.size
+}

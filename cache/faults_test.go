@@ -23,7 +23,8 @@ func proxied(t *testing.T, n int) (*faultproxy.Proxy, []*cache.Cache[string]) {
 }
 
 // proxiedWith is proxied with opts for the caches (its namespace, breaker
-// and wait options are set here).
+// and wait options are set here; L1 is off unless opts sets L1Size: these
+// tests are of the Redis path, which L1 would answer hits for).
 func proxiedWith(t *testing.T, n int, opts cache.Options) (*faultproxy.Proxy, []*cache.Cache[string]) {
 	t.Helper()
 	p := newProxy(t)
@@ -34,6 +35,9 @@ func proxiedWith(t *testing.T, n int, opts cache.Options) (*faultproxy.Proxy, []
 			ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = rdb.Close() })
 		opts.Namespace, opts.BreakerThreshold, opts.BreakerCooldown, opts.WaitTimeout = ns, 3, 20*time.Millisecond, 2*time.Second
+		if opts.L1Size == 0 {
+			opts.L1Size = -1
+		}
 		caches = append(caches, newCache[string](t, rdb, opts))
 	}
 	return p, caches

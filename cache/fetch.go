@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
@@ -18,8 +19,12 @@ type loaded[V any] struct {
 	cause    error // Result.Err: the origin's error a stale value answered for, or why the value was not stored
 	// w are the value's windows when it is stored (for L1).
 	w stale.Windows
-	// digest identifies the stored envelope, for L1 (0: unknown).
+	// digest identifies the stored envelope, for L1 (0: unknown), and
+	// size is its length.
 	digest uint64
+	size   int
+	// took is how long the value's compute took (XFetch's Δ, for L1).
+	took time.Duration
 	// stamp is the value's generation and tags (for L1, and the
 	// invalidation checks); kept says it is a degraded one (see entry.kept).
 	stamp stamp
@@ -29,7 +34,7 @@ type loaded[V any] struct {
 // loaded hands e to callers with outcome o; a fail-safe value always
 // answers as Stale, saying so in Result.Err.
 func (e entry[V]) loaded(o Outcome) loaded[V] {
-	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp, digest: e.digest, kept: e.kept}
+	l := loaded[V]{value: e.value, outcome: o, created: e.w.Created, negative: e.negative, w: e.w, stamp: e.stamp, digest: e.digest, size: e.size, took: e.took, kept: e.kept}
 	if e.failSafe {
 		l.outcome, l.cause = Stale, ErrFailSafe
 	}
@@ -38,7 +43,7 @@ func (e entry[V]) loaded(o Outcome) loaded[V] {
 
 // entry is what a cacheable load puts into L1.
 func (l loaded[V]) entry() entry[V] {
-	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp, digest: l.digest, kept: l.kept}
+	return entry[V]{value: l.value, w: l.w, negative: l.negative, stamp: l.stamp, digest: l.digest, size: l.size, took: l.took, kept: l.kept}
 }
 
 // cacheable reports whether a load's answer may go into L1: a value fresh
@@ -67,6 +72,9 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	if c.l1 != nil {
 		now := c.now()
 		if e, ok := c.l1get(ctx, key, now); ok { // the L1 hit path: a map read, the marks and two counters
+			if c.l1Early(e, now) {
+				c.refreshAsync(key, e, one(key, fn))
+			}
 			return c.hit(ctx, key, e, now, true)
 		}
 		version = c.l1.version()
@@ -119,6 +127,14 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
 		return c.load(sctx, c.keysFor(key), one(key, fn), fb, prev)
 	})
+}
+
+// l1Early reports whether XFetch picks this L1 hit of e at now to refresh
+// it in the background, as it would a hit read from Redis: an L1 that
+// answers a hot key's every read would otherwise leave it no read to be
+// picked on until L1TTL ends.
+func (c *Cache[V]) l1Early(e entry[V], now time.Time) bool {
+	return c.opts.Beta > 0 && c.policy.State(e.w, now, e.took, rand.Float64()) == stale.RefreshEarly
 }
 
 // l1get returns key's entry from L1 when it is there and no invalidation

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"hash/maphash"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 // slot with others: a put is at worst dropped needlessly), so they cost no
 // memory per key.
 type l1[V any] struct {
+	size    int // the bound on entries
 	ttl     time.Duration
 	m       *clockmap.Map[entry[V]]
 	seed    maphash.Seed
@@ -33,8 +35,57 @@ type l1[V any] struct {
 
 const l1FloorSlots = 4096
 
-func newL1[V any](size int, ttl time.Duration) *l1[V] {
-	return &l1[V]{ttl: ttl, m: clockmap.New[entry[V]](size), seed: maphash.MakeSeed()}
+// defaultL1Size is L1's size when Options.L1Size is 0 and V is shareable.
+const defaultL1Size = 10_000
+
+// l1Size is how many entries L1 holds for option (see Options.L1Size): 0
+// when it is off.
+func l1Size[V any](option int) int {
+	switch {
+	case option > 0:
+		return option
+	case option == 0 && shareable(reflect.TypeFor[V]()):
+		return defaultL1Size
+	}
+	return 0
+}
+
+// shareable reports whether a value of type t can be handed to several
+// callers with none able to change what another holds: nothing in it
+// refers to memory (no pointer, slice, map, channel, func or interface; a
+// string's bytes cannot be written). A time.Time is shareable: its pointer
+// is to a Location, which nothing changes.
+func shareable(t reflect.Type) bool {
+	if t == reflect.TypeFor[time.Time]() {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return true
+	case reflect.Array:
+		return shareable(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !shareable(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// l1EntryOverhead is what an entry weighs against L1MaxBytes beyond its
+// key and its envelope's bytes: the map's and the entry's own words.
+const l1EntryOverhead = 128
+
+// newL1 holds up to size entries weighing up to maxBytes (each its key,
+// its stored envelope's length and l1EntryOverhead: about what it holds in
+// memory for a string or []byte value) for at most ttl.
+func newL1[V any](size int, maxBytes int64, ttl time.Duration) *l1[V] {
+	return &l1[V]{size: size, ttl: ttl, m: clockmap.NewWeighted[entry[V]](size, maxBytes), seed: maphash.MakeSeed()}
 }
 
 func (c *l1[V]) floor(key string) *atomic.Uint64 {
@@ -73,7 +124,8 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 	}
 	floor := c.floor(key)
 	stored := false
-	c.m.Update(key, now.UnixNano(), e, exp, func(old clockmap.Trace, live bool) (clockmap.Op, clockmap.Trace) {
+	cost := int64(len(key) + e.size + l1EntryOverhead)
+	c.m.Update(key, now.UnixNano(), e, cost, exp, func(old clockmap.Trace, live bool) (clockmap.Op, clockmap.Trace) {
 		if live && old.Tick > version && (e.digest == 0 || old.Digest != e.digest) {
 			raise(floor, c.seq.Add(1))
 			return clockmap.Remove, clockmap.Trace{}

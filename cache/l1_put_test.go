@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestL1PutOrdering(t *testing.T) {
 		}
 	}
 	t.Run("older put after newer", func(t *testing.T) {
-		c := newL1[string](16, time.Hour)
+		c := newL1[string](16, 0, time.Hour)
 		v0 := c.version() // the old read starts
 		v1 := c.version() // the new read starts, both in flight
 		if !c.put("k", newer, now, v1) {
@@ -40,7 +41,7 @@ func TestL1PutOrdering(t *testing.T) {
 		}
 	})
 	t.Run("newer put after older", func(t *testing.T) {
-		c := newL1[string](16, time.Hour)
+		c := newL1[string](16, 0, time.Hour)
 		v0, v1 := c.version(), c.version()
 		c.put("k", older, now, v0)
 		if c.put("k", newer, now, v1) {
@@ -49,7 +50,7 @@ func TestL1PutOrdering(t *testing.T) {
 		serves(c, "nothing")
 	})
 	t.Run("same envelope", func(t *testing.T) {
-		c := newL1[string](16, time.Hour)
+		c := newL1[string](16, 0, time.Hour)
 		v0, v1 := c.version(), c.version()
 		c.put("k", newer, now, v0)
 		if !c.put("k", newer, now, v1) {
@@ -58,7 +59,7 @@ func TestL1PutOrdering(t *testing.T) {
 		serves(c, "new")
 	})
 	t.Run("refused newer put leaves a tombstone", func(t *testing.T) {
-		c := newL1[string](16, time.Hour)
+		c := newL1[string](16, 0, time.Hour)
 		v0, v1 := c.version(), c.version()
 		c.invalidate("k") // an invalidation came while both reads were in flight
 		if c.put("k", newer, now, v1) {
@@ -70,7 +71,7 @@ func TestL1PutOrdering(t *testing.T) {
 		}
 	})
 	t.Run("a later read replaces", func(t *testing.T) {
-		c := newL1[string](16, time.Hour)
+		c := newL1[string](16, 0, time.Hour)
 		c.put("k", older, now, c.version())
 		if !c.put("k", newer, now, c.version()) {
 			t.Fatal("a read that began after the put could not replace it")
@@ -78,7 +79,7 @@ func TestL1PutOrdering(t *testing.T) {
 		serves(c, "new")
 	})
 	t.Run("eviction raises the floor", func(t *testing.T) {
-		c := newL1[string](1, time.Hour) // one entry per shard
+		c := newL1[string](1, 0, time.Hour) // one entry per shard
 		v0 := c.version()
 		c.put("k", newer, now, c.version())
 		for i := 0; c.m.Len() > 0 && func() bool { _, ok := c.get("k", now); return ok }(); i++ {
@@ -88,4 +89,34 @@ func TestL1PutOrdering(t *testing.T) {
 			t.Fatal("an older read's put took the place of an evicted newer value")
 		}
 	})
+}
+
+// TestShareable pins which value types L1 is on for by default.
+func TestShareable(t *testing.T) {
+	type inner struct{ A [3]int8 }
+	type outer struct {
+		S  string
+		I  inner
+		At time.Time
+	}
+	type ptr struct{ P *int }
+	type iface struct{ V any }
+	for _, c := range []struct {
+		t    reflect.Type
+		want bool
+	}{
+		{reflect.TypeFor[string](), true}, {reflect.TypeFor[int64](), true}, {reflect.TypeFor[float64](), true},
+		{reflect.TypeFor[bool](), true}, {reflect.TypeFor[[4]string](), true}, {reflect.TypeFor[outer](), true},
+		{reflect.TypeFor[time.Time](), true}, {reflect.TypeFor[struct{}](), true},
+		{reflect.TypeFor[[]byte](), false}, {reflect.TypeFor[map[string]int](), false}, {reflect.TypeFor[*int](), false},
+		{reflect.TypeFor[ptr](), false}, {reflect.TypeFor[iface](), false}, {reflect.TypeFor[any](), false},
+		{reflect.TypeFor[[2][]int](), false}, {reflect.TypeFor[chan int](), false}, {reflect.TypeFor[func()](), false},
+	} {
+		if got := shareable(c.t); got != c.want {
+			t.Errorf("shareable(%v) = %v, want %v", c.t, got, c.want)
+		}
+	}
+	if l1Size[string](-1) != 0 || l1Size[[]byte](0) != 0 || l1Size[[]byte](7) != 7 || l1Size[string](0) != defaultL1Size {
+		t.Error("l1Size does not follow Options.L1Size's doc")
+	}
 }

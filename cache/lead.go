@@ -292,7 +292,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		case fr.stored && reqs[i].e.negative:
 			c.stats.negativeStored.Add(1)
 		case fr.stored && t.res.outcome == Miss:
-			t.res.w, t.res.digest = reqs[i].e.w, fr.digest
+			t.res.w, t.res.digest, t.res.size, t.res.took = reqs[i].e.w, fr.digest, fr.size, reqs[i].e.took
 		case fr.fenced:
 			c.fencedOut(ctx, t.k.Key)
 		case fr.unstored != nil && t.res.outcome == Miss:

@@ -95,13 +95,13 @@ func (s *localStore[V]) abandon(_ context.Context, k keys, cl claim[V]) {
 	s.wakeLocked(k.Key)
 }
 
-func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) error {
+func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.claims, k.Key) // the compute in flight, if any, is fenced out
 	s.entries.Put(k.Key, e, e.w.ErrorUntil.UnixNano())
 	s.wakeLocked(k.Key)
-	return nil
+	return 0, nil
 }
 
 func (s *localStore[V]) delete(_ context.Context, k keys) error {

@@ -146,13 +146,25 @@ type Options struct {
 	// BreakerCooldown is how long the breaker stays open before one call
 	// probes Redis again. Default: 1s.
 	BreakerCooldown time.Duration
-	// L1Size turns on an in-process tier in front of Redis holding up to
-	// this many entries: a hit there costs a map read, no round trip. Set and
-	// Delete on any replica invalidate every replica's L1; a replica that
-	// may have missed invalidations (its subscription reconnected) clears
-	// its L1. Values handed out from L1 are shared between callers: treat
-	// pointer, slice and map values as read-only. Default: 0 (off).
+	// L1Size is how many entries the in-process tier in front of Redis
+	// holds: a hit there costs a map read, no round trip. Set, Delete and
+	// fills on any replica invalidate every replica's L1 when their
+	// announcement arrives; a replica that may have missed announcements
+	// (its subscription reconnected) clears its L1; InvalidateTags,
+	// ExpireTags and Clear are fenced on L1 hits as on Redis hits. Values
+	// handed out from L1 are shared between callers.
+	//
+	// Default (0): 10,000 entries when V is a type callers cannot change
+	// through (no pointer, slice, map, channel, func or interface anywhere
+	// in it: strings, numbers, structs and arrays of them), else off; set
+	// it to turn L1 on for other types too, and then treat the values as
+	// read-only. Negative: off. Process-local mode has no L1 (its store is
+	// in memory already).
 	L1Size int
+	// L1MaxBytes bounds what L1 holds, weighing each entry as its key,
+	// its stored envelope's length and 128 bytes; an entry over 1/16 of it
+	// is not held. Default: 64 MiB.
+	L1MaxBytes int64
 	// L1TTL bounds how long an entry stays in L1 (never past its fresh
 	// window): the most a fill on another replica can go unseen here.
 	// Default: min(TTL, 5s).
@@ -235,6 +247,9 @@ func (o *Options) setDefaults() {
 	if o.L1TTL == 0 {
 		o.L1TTL = min(o.TTL, 5*time.Second)
 	}
+	if o.L1MaxBytes == 0 {
+		o.L1MaxBytes = 64 << 20
+	}
 	if o.Codec == nil {
 		o.Codec = defaultCodec{}
 	}
@@ -304,8 +319,10 @@ func (o *Options) validate() error {
 		return bad("MaxKeyBytes must be in (0, 64 KiB], got %d", o.MaxKeyBytes)
 	case o.BreakerThreshold < 0:
 		return bad("BreakerThreshold must not be negative, got %d", o.BreakerThreshold)
-	case o.L1Size < 0 || o.L1Size > 1<<26:
-		return bad("L1Size must be in [0, 2^26], got %d", o.L1Size)
+	case o.L1Size > 1<<26:
+		return bad("L1Size must be at most 2^26 (or negative: off), got %d", o.L1Size)
+	case o.L1MaxBytes < 0:
+		return bad("L1MaxBytes must not be negative, got %d", o.L1MaxBytes)
 	case o.L1TTL < 0:
 		return bad("L1TTL must not be negative, got %s", o.L1TTL)
 	case o.MaxDegradedComputes < 0:

@@ -168,7 +168,8 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			out[i].stored = s.filled(ctx, reqs[i].k, cmd)
 			out[i].fenced = !out[i].stored && cmd.Err() == nil
 			if out[i].stored && s.c.l1 != nil {
-				out[i].digest = s.c.l1.digestBytes(args[i][0].([]byte))
+				env := args[i][0].([]byte)
+				out[i].digest, out[i].size = s.c.l1.digestBytes(env), len(env)
 			}
 			if out[i].stored || cmd.Err() == nil {
 				continue

@@ -215,20 +215,20 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 
 // set implements [store]: the lease is taken away, so a compute in flight
 // cannot overwrite the value, and every replica's L1 is told.
-func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) error {
+func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) (int, error) {
 	b, err := s.c.encodeEntry(e)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	args := []any{b, keepMillis(e.w, s.c.now()), k.Channel(), s.c.invalidationChannel(), s.c.id + " " + k.Key, s.shardArg(), notifyMaxBytes}
 	if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (any, error) {
 		return scripts.Set.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, args...).Result()
 	}); err != nil {
 		s.redisFailed(ctx, err)
-		return fmt.Errorf("cache: set %s: %w", k.Value, err)
+		return 0, fmt.Errorf("cache: set %s: %w", k.Value, err)
 	}
 	s.reads.forget(k.Key)
-	return nil
+	return len(b), nil
 }
 
 // delete implements [store] like set.

@@ -95,7 +95,8 @@ func TestRoundTripsPerPath(t *testing.T) {
 	// The invalidation marks, read once during the warm-up, stay trusted:
 	// the paths below are counted without their amortised re-reads.
 	opts := cache.Options{Namespace: ns, TTL: time.Minute, Stale: time.Hour, LeaseTTL: 10 * time.Second,
-		WaitTimeout: time.Minute, PollInterval: time.Minute, InvalidationWait: time.Hour}
+		WaitTimeout: time.Minute, PollInterval: time.Minute, InvalidationWait: time.Hour,
+		L1Size: -1} // the protocol's round trips: L1 would answer the hits from memory
 	rs := countedReplicas(t, 2, opts)
 	for _, r := range rs {
 		cache.UseClock(r.c, clk)
@@ -301,7 +302,8 @@ func TestDeleteDuringComputeFreesTheKeyAtOnce(t *testing.T) {
 // while a test runs: every wake-up is a notification.
 func patientOpts(t *testing.T) cache.Options {
 	return cache.Options{Namespace: redistest.Prefix(t), LeaseTTL: 10 * time.Second, WaitTimeout: time.Minute, PollInterval: time.Minute,
-		InvalidationWait: time.Hour} // marks read once stay trusted: no amortised re-read in the counts
+		InvalidationWait: time.Hour, // marks read once stay trusted: no amortised re-read in the counts
+		L1Size: -1} // every read is a Redis read, as the counts assume
 }
 
 // holdCompute starts a compute of key on r that returns value once finish

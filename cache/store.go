@@ -17,8 +17,10 @@ type entry[V any] struct {
 	// answers as Stale while fresh, and no caller refreshes it meanwhile.
 	failSafe bool
 	// digest identifies the envelope the entry was read from, for L1 (see
-	// [l1.put]); 0 when unknown or L1 is off.
+	// [l1.put]); 0 when unknown or L1 is off. size is that envelope's
+	// length, what the entry weighs against L1MaxBytes.
 	digest uint64
+	size   int
 	// stamp is what the invalidation checks read: see marks.go.
 	stamp stamp
 	// kept: computed while Redis was unreachable (degraded), and never
@@ -79,6 +81,7 @@ type fillReq[V any] struct {
 type fillResult struct {
 	stored   bool
 	digest   uint64 // stored: the stored envelope's L1 digest (0: L1 off)
+	size     int    // stored: the stored envelope's length (with digest)
 	fenced   bool
 	unstored error
 	failed   bool
@@ -153,8 +156,9 @@ type store[V any] interface {
 	fillMany(ctx context.Context, reqs []fillReq[V]) []fillResult
 	// abandon releases a claim without a value and wakes the key's waiters.
 	abandon(ctx context.Context, k keys, cl claim[V])
-	// set stores e, taking any claim in flight away (its fill is fenced out).
-	set(ctx context.Context, k keys, e entry[V]) error
+	// set stores e, taking any claim in flight away (its fill is fenced
+	// out), and returns the stored envelope's length (0: nothing encoded).
+	set(ctx context.Context, k keys, e entry[V]) (int, error)
 	// delete removes key, taking any claim in flight away.
 	delete(ctx context.Context, k keys) error
 	// readNotified is a waiter's read: the entry the latest notification

@@ -35,6 +35,9 @@ type shard[T any] struct {
 	ring  []*entry[T] // CLOCK ring, grown up to limit; nil slots are free
 	hand  int
 	limit int
+	// cost is the sum of the entries' costs; maxCost bounds it (0: no
+	// bound).
+	cost, maxCost int64
 }
 
 type entry[T any] struct {
@@ -42,6 +45,7 @@ type entry[T any] struct {
 	v       T
 	expires int64 // unix nanoseconds
 	trace   Trace
+	cost    int64 // what the entry weighs against the bound (see NewWeighted)
 	// tombstone: not a value, only a trace (see PutTombstone).
 	tombstone bool
 	slot      int // in ring; read and written with the shard's mu
@@ -75,12 +79,25 @@ const (
 // New returns a Map holding at most about size entries (at least one per
 // shard).
 func New[T any](size int) *Map[T] {
+	return NewWeighted[T](size, 0)
+}
+
+// NewWeighted is [New] with a second bound: the costs the puts give their
+// entries (their size in bytes, say) add up to at most about maxCost (0: no
+// such bound). An entry that alone weighs more than a shard's share of
+// maxCost (maxCost/16) is not stored; its key's old entry is dropped.
+func NewWeighted[T any](size int, maxCost int64) *Map[T] {
 	c := &Map[T]{seed: maphash.MakeSeed()}
 	per := max(size/shards, 1)
+	perCost := int64(0)
+	if maxCost > 0 {
+		perCost = max(maxCost/shards, 1)
+	}
 	for i := range c.shards {
 		// The ring grows as entries come, up to the bound: a large bound
 		// costs nothing (not even GC scanning) until it is used.
 		c.shards[i].limit = per
+		c.shards[i].maxCost = perCost
 	}
 	return c
 }
@@ -112,41 +129,72 @@ func (c *Map[T]) Get(key string, now int64) (T, bool) {
 	return ce.v, true
 }
 
-// storeLocked stores v (or a tombstone) until expires in s, evicting by
-// CLOCK when s is full; it returns the key evicted, if one was. Call with
+// storeLocked stores v (or a tombstone) weighing cost until expires in s,
+// evicting by CLOCK while s is over either bound, and calls evicted (when
+// not nil) with each key it evicted. An entry over the shard's cost bound
+// on its own is not stored: key's old entry is dropped instead. Call with
 // s.mu held.
-func (s *shard[T]) storeLocked(key string, v T, expires int64, t Trace, tombstone bool) (evicted string, ok bool) {
-	ce := &entry[T]{key: key, v: v, expires: expires, trace: t, tombstone: tombstone}
+func (s *shard[T]) storeLocked(key string, v T, cost, expires int64, t Trace, tombstone bool, evicted func(string)) {
+	if s.maxCost > 0 && cost > s.maxCost {
+		s.deleteLocked(key)
+		return
+	}
+	ce := &entry[T]{key: key, v: v, expires: expires, trace: t, cost: cost, tombstone: tombstone}
 	if old, ok := s.load(key); ok { // a new entry in its place: readers hold the old one
 		ce.slot = old.slot
 		ce.used.Store(true)
 		s.ring[ce.slot] = ce
 		s.m.Store(key, ce)
-		return "", false
+		s.cost += cost - old.cost
+		s.shed(ce, evicted)
+		return
 	}
+	s.cost += cost
 	if len(s.ring) < s.limit {
 		ce.slot = len(s.ring)
 		s.ring = append(s.ring, ce)
 		s.m.Store(key, ce)
 		s.n++
-		return "", false
+		s.shed(ce, evicted)
+		return
 	}
-	for { // CLOCK: clear the used bit until a slot whose entry was not used since
+	s.evictLocked(nil, evicted) // the ring is full: free a slot
+	ce.slot = s.hand
+	s.ring[s.hand] = ce
+	s.m.Store(key, ce)
+	s.n++
+	s.hand = (s.hand + 1) % s.limit
+	s.shed(ce, evicted)
+}
+
+// shed evicts by CLOCK, sparing keep, while s is over its cost bound.
+// keep alone is within it (storeLocked checked), so this ends.
+func (s *shard[T]) shed(keep *entry[T], evicted func(string)) {
+	for s.maxCost > 0 && s.cost > s.maxCost {
+		s.evictLocked(keep, evicted)
+	}
+}
+
+// evictLocked moves the CLOCK hand to a slot that is free or whose entry
+// (never keep) was not used since the hand last passed, empties it and
+// leaves the hand on it.
+func (s *shard[T]) evictLocked(keep *entry[T], evicted func(string)) {
+	for {
 		victim := s.ring[s.hand]
-		if victim == nil || !victim.used.Swap(false) {
-			if victim != nil {
-				s.m.Delete(victim.key)
-				s.n--
-				evicted, ok = victim.key, true
-			}
-			ce.slot = s.hand
-			s.ring[s.hand] = ce
-			s.m.Store(key, ce)
-			s.n++
-			s.hand = (s.hand + 1) % s.limit
-			return evicted, ok
+		if victim == nil && keep == nil {
+			return
 		}
-		s.hand = (s.hand + 1) % s.limit
+		if victim != nil && victim != keep && !victim.used.Swap(false) {
+			s.m.Delete(victim.key)
+			s.n--
+			s.cost -= victim.cost
+			s.ring[s.hand] = nil
+			if evicted != nil {
+				evicted(victim.key)
+			}
+			return
+		}
+		s.hand = (s.hand + 1) % len(s.ring)
 	}
 }
 
@@ -154,19 +202,19 @@ func (s *shard[T]) storeLocked(key string, v T, expires int64, t Trace, tombston
 func (c *Map[T]) Put(key string, v T, expires int64) {
 	s := c.shard(key)
 	s.mu.Lock()
-	s.storeLocked(key, v, expires, Trace{}, false)
+	s.storeLocked(key, v, 0, expires, Trace{}, false, nil)
 	s.mu.Unlock()
 }
 
 // Update is a put decided under key's lock. It calls decide with the trace
 // of key's entry or tombstone while now (unix nanoseconds) is before its
 // expiry (live false: none), and does what decide returns: for Store and
-// StoreTombstone it stores v until expires with the returned trace, and
-// calls evicted with the key it evicted to make room, if it did. decide
-// and evicted run with the key's shard locked: no other write to that
-// shard comes between them and the store, and they must not call back
-// into c.
-func (c *Map[T]) Update(key string, now int64, v T, expires int64,
+// StoreTombstone it stores v, weighing cost (see [NewWeighted]; a
+// tombstone weighs nothing), until expires with the returned trace, and
+// calls evicted with each key it evicted to make room. decide and evicted
+// run with the key's shard locked: no other write to that shard comes
+// between them and the store, and they must not call back into c.
+func (c *Map[T]) Update(key string, now int64, v T, cost, expires int64,
 	decide func(old Trace, live bool) (Op, Trace), evicted func(key string)) {
 	s := c.shard(key)
 	s.mu.Lock()
@@ -182,10 +230,10 @@ func (c *Map[T]) Update(key string, now int64, v T, expires int64,
 	switch op {
 	case Remove:
 		s.deleteLocked(key)
-	case Store, StoreTombstone:
-		if k, ok := s.storeLocked(key, v, expires, t, op == StoreTombstone); ok {
-			evicted(k)
-		}
+	case Store:
+		s.storeLocked(key, v, cost, expires, t, false, evicted)
+	case StoreTombstone:
+		s.storeLocked(key, v, 0, expires, t, true, evicted)
 	}
 }
 
@@ -194,6 +242,7 @@ func (s *shard[T]) deleteLocked(key string) {
 	if ce, ok := s.load(key); ok {
 		s.m.Delete(key)
 		s.n--
+		s.cost -= ce.cost
 		s.ring[ce.slot] = nil
 	}
 }
@@ -213,6 +262,7 @@ func (c *Map[T]) Clear() {
 		s.mu.Lock()
 		s.m.Clear()
 		s.n = 0
+		s.cost = 0
 		clear(s.ring)
 		s.mu.Unlock()
 	}

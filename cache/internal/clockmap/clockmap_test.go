@@ -35,7 +35,7 @@ func TestUpdateSeesTrace(t *testing.T) {
 	m := New[string](16)
 	var seen []Trace
 	update := func(v string, op Op, tr Trace) {
-		m.Update("k", 10, v, 100, func(old Trace, live bool) (Op, Trace) {
+		m.Update("k", 10, v, 0, 100, func(old Trace, live bool) (Op, Trace) {
 			if live {
 				seen = append(seen, old)
 			}
@@ -70,7 +70,7 @@ func TestUpdateReportsEviction(t *testing.T) {
 	m := New[int](1) // one entry per shard
 	var evicted []string
 	for i := range 100 {
-		m.Update(strconv.Itoa(i), 0, i, 100, func(Trace, bool) (Op, Trace) { return Store, Trace{} },
+		m.Update(strconv.Itoa(i), 0, i, 0, 100, func(Trace, bool) (Op, Trace) { return Store, Trace{} },
 			func(k string) { evicted = append(evicted, k) })
 	}
 	if got := 100 - len(evicted); got != m.Len() {
@@ -81,4 +81,69 @@ func TestUpdateReportsEviction(t *testing.T) {
 			t.Fatalf("evicted key %q still found", k)
 		}
 	}
+}
+
+// TestWeightedBound pins the cost bound: the costs held stay within it
+// however the puts come, each eviction is reported, an entry over a
+// shard's share is not stored (and drops its key's old entry), and a
+// replacement is weighed at its new cost.
+func TestWeightedBound(t *testing.T) {
+	const maxCost = 16 * 1000 // 1,000 per shard
+	m := NewWeighted[int](1<<20, maxCost)
+	store := func(k string, cost int64, evicted func(string)) {
+		m.Update(k, 0, 1, cost, 100, func(Trace, bool) (Op, Trace) { return Store, Trace{} }, evicted)
+	}
+	held := map[string]bool{}
+	for i := range 5000 {
+		k := strconv.Itoa(i)
+		held[k] = true
+		store(k, int64(1+i%300), func(e string) {
+			if !held[e] {
+				t.Fatalf("eviction of %q reported twice or for a key never stored", e)
+			}
+			delete(held, e)
+		})
+		if c := m.cost(); c > maxCost {
+			t.Fatalf("after %d puts the map holds cost %d, over its bound %d", i+1, c, maxCost)
+		}
+	}
+	if len(held) != m.Len() {
+		t.Fatalf("%d keys neither evicted nor missing, Len = %d", len(held), m.Len())
+	}
+	for k := range held {
+		if _, ok := m.Get(k, 0); !ok {
+			t.Fatalf("key %q, never reported evicted, is gone", k)
+		}
+	}
+
+	store("big", 10, func(string) {})
+	if _, ok := m.Get("big", 0); !ok {
+		t.Fatal("a light entry was not stored")
+	}
+	store("big", 1001, func(string) {})
+	if _, ok := m.Get("big", 0); ok {
+		t.Fatal("an entry over a shard's share of the bound was stored, or left its key's old entry")
+	}
+	before := m.cost()
+	store("k", 5, func(string) {})
+	store("k", 7, func(string) {})
+	if got := m.cost() - before; got > 7 {
+		t.Fatalf("a replacement added %d to the cost, want at most its own 7", got)
+	}
+	m.Clear()
+	if c := m.cost(); c != 0 {
+		t.Fatalf("cost after Clear = %d", c)
+	}
+}
+
+// cost is the sum of the costs held .
+func (c *Map[T]) cost() int64 {
+	var n int64
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += s.cost
+		s.mu.Unlock()
+	}
+	return n
 }

@@ -1,0 +1,109 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redistest"
+)
+
+// l1Holds reports whether c keeps what it reads in L1: it reads key until
+// an L1 entry shows up (L1 fills only once invalidations are subscribed).
+func l1Holds[V any](t *testing.T, c *cache.Cache[V], v V) bool {
+	t.Helper()
+	ctx := context.Background()
+	fn := func(context.Context) (V, error) { return v, nil }
+	waitFor(t, "the invalidation subscription", func() bool {
+		if _, err := c.Fetch(ctx, "k", fn); err != nil {
+			t.Fatal(err)
+		}
+		return c.Stats().L1Entries > 0
+	})
+	return true
+}
+
+type plain struct {
+	N  int
+	S  string
+	At time.Time
+	A  [2]float64
+}
+
+type withSlice struct {
+	N  int
+	Bs []byte
+}
+
+// TestL1OnByDefaultForShareableValues pins L1's default: on for value
+// types no caller can change through (strings, numbers, structs and arrays
+// of them, time.Time), off for types that refer to memory (a []byte, a
+// struct with a slice) unless L1Size turns it on, and off for every type
+// with a negative L1Size.
+func TestL1OnByDefaultForShareableValues(t *testing.T) {
+	rdb := redistest.Client(t)
+	for _, c := range []struct {
+		what string
+		size int
+		want int
+	}{
+		{"string, default", cache.L1Size(newCache[string](t, rdb, cache.Options{})), 10_000},
+		{"plain struct, default", cache.L1Size(newCache[plain](t, rdb, cache.Options{})), 10_000},
+		{"string, L1Size -1", cache.L1Size(newCache[string](t, rdb, cache.Options{L1Size: -1})), 0},
+		{"[]byte, default", cache.L1Size(newCache[[]byte](t, rdb, cache.Options{})), 0},
+		{"struct with a slice, default", cache.L1Size(newCache[withSlice](t, rdb, cache.Options{})), 0},
+		{"[]byte, L1Size 10", cache.L1Size(newCache[[]byte](t, rdb, cache.Options{L1Size: 10})), 10},
+		{"process-local string, default", cache.L1Size(newCache[string](t, nil, cache.Options{})), 0},
+	} {
+		if c.size != c.want {
+			t.Errorf("%s: L1 holds up to %d entries, want %d", c.what, c.size, c.want)
+		}
+	}
+	// And the default L1 serves: a struct's hits come from it.
+	c := newCache[plain](t, rdb, cache.Options{})
+	v := plain{N: 1, S: "s", At: time.Unix(1, 0).UTC(), A: [2]float64{1, 2}}
+	l1Holds(t, c, v)
+	before := c.Stats().L1Hits
+	r, err := c.Fetch(context.Background(), "k", func(context.Context) (plain, error) { return plain{}, nil })
+	if err != nil || r.Outcome != cache.Hit || r.Value != v || c.Stats().L1Hits != before+1 {
+		t.Fatalf("a default cache's second read: %+v, %v, L1 hits %d → %d; want v from L1", r, err, before, c.Stats().L1Hits)
+	}
+}
+
+// TestL1IsBoundedByBytes pins L1MaxBytes: 1,000 values of 1 KiB each never
+// hold more than the bound, and a value over a sixteenth of it is not held.
+func TestL1IsBoundedByBytes(t *testing.T) {
+	const bound = 64 << 10
+	c := newCache[string](t, redistest.Client(t), cache.Options{L1MaxBytes: bound})
+	ctx := context.Background()
+	if !l1Holds(t, c, "warm") {
+		t.Fatal("L1 is off")
+	}
+	value := strings.Repeat("x", 1024)
+	for i := range 1000 {
+		if _, err := c.GetOrCompute(ctx, fmt.Sprint("k", i), func(context.Context) (string, error) { return value, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.Stats().L1Entries; n > bound/1024 {
+			t.Fatalf("after %d values of 1 KiB L1 holds %d of them, over its bound of %d bytes", i+1, n, bound)
+		}
+	}
+	if c.Stats().L1Entries == 0 {
+		t.Fatal("L1 holds nothing")
+	}
+	big := strings.Repeat("y", bound/16)
+	before := c.Stats().L1Entries
+	bigFn := func(context.Context) (string, error) { return big, nil }
+	if _, err := c.GetOrCompute(ctx, "big", bigFn); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Fetch(ctx, "big", bigFn); err != nil || r.Value != big || r.Outcome != cache.Hit {
+		t.Fatalf("%v %v", r.Outcome, err)
+	}
+	if n := c.Stats().L1Entries; n > before {
+		t.Fatalf("a value over a sixteenth of L1MaxBytes is held (L1 entries %d → %d)", before, n)
+	}
+}
