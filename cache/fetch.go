@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/stale"
 )
@@ -22,7 +23,7 @@ type loaded[V any] struct {
 	digest uint64
 	// stamp is the value's generation and tags (for L1, and the
 	// invalidation checks); kept says it is a degraded one (see entry.kept).
-	stamp stamp
+	stamp marks.Stamp
 	kept  bool
 }
 
@@ -129,7 +130,7 @@ func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[
 	if !ok {
 		return entry[V]{}, false
 	}
-	if inv, _ := c.invalidationAt(ctx, e, now, false); inv != invValid {
+	if inv, _ := c.invalidationAt(ctx, e, now, false); inv != marks.Valid {
 		return entry[V]{}, false
 	}
 	return e, true
