@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/stampede-go/stampede/cache/internal/clockmap"
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/lease"
 	"github.com/stampede-go/stampede/singleflight"
@@ -42,9 +43,9 @@ type Cache[V any] struct {
 	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
 	id     string      // this instance, to skip its own invalidations
 	sf     singleflight.Group[loaded[V]]
-	marks  *marks // the invalidation marks this process has used
+	marks  *marks.Marks // the invalidation marks this process has used
 	// keptFloor keeps out of kept what was computed before an invalidation
-	// in this process: a kept entry's stamp.gen is the floor it was
+	// in this process: a kept entry's stamp.Gen is the floor it was
 	// computed at (see keep).
 	keptFloor atomic.Uint64
 	brk       redisstep.Breaker
@@ -109,9 +110,9 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.sem = semaphore.NewWeighted(int64(opts.MaxDegradedComputes))
 	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
-	c.marks = &marks{trust: opts.InvalidationWait, base: time.Now(), spawn: c.goBackground}
+	c.marks = &marks.Marks{Trust: opts.InvalidationWait, Base: time.Now(), Spawn: c.goBackground, ErrUnavailable: ErrUnavailable}
 	if isNilClient(rdb) {
-		c.marks.local = true
+		c.marks.Local = true
 		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
 		c.store = c.local
 		c.startSweeper()
@@ -126,7 +127,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
-	c.marks.read, c.marks.available = rs.readMarks, rs.available
+	c.marks.Read, c.marks.Available = rs.readMarks, rs.available
 	if opts.DegradedTTL > 0 {
 		c.kept = clockmap.New[entry[V]](opts.MaxLocalEntries)
 	}
@@ -158,22 +159,22 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		}()
 	}
 	if plain {
-		// The subscription vouches for the marks (see marks.go, "Trusted by
-		// the subscription"). Not on a Cluster, where a PUBLISH reaches the
-		// other nodes' subscribers over the cluster bus, after the PUBLISH
-		// and unordered with their replies; nor on a Ring; nor behind
-		// Sentinel, whose failover moves the commands to the new master
-		// and leaves the subscription where it was.
-		c.marks.session = rs.notify.Session
-		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.mono, func(session uint64, sent int64) {
-			c.marks.beaten(session, sent)
+		// The subscription vouches for the marks (see internal/marks,
+		// "Trusted by the subscription"). Not on a Cluster, where a PUBLISH
+		// reaches the other nodes' subscribers over the cluster bus, after
+		// the PUBLISH and unordered with their replies; nor on a Ring; nor
+		// behind Sentinel, whose failover moves the commands to the new
+		// master and leaves the subscription where it was.
+		c.marks.Session = rs.notify.Session
+		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.Mono, func(session uint64, sent int64) {
+			c.marks.Beaten(session, sent)
 			// A heartbeat's answer comes whatever the traffic: it shows
 			// Redis answering and can raise the budget's round trip, so a
 			// replica whose callers were idle or waiting when Redis turned
 			// slow does not take its first slow step for silence (issue
 			// 30; see Budget.Heard).
-			if c.marks.clock == nil {
-				rs.budget.Heard(time.Duration(c.marks.mono() - sent))
+			if c.marks.Clock == nil {
+				rs.budget.Heard(time.Duration(c.marks.Mono() - sent))
 			}
 		})
 	}
@@ -198,7 +199,7 @@ func (c *Cache[V]) l1put(key string, e entry[V], version uint64) bool {
 	if c.l1 == nil || !c.synced.Load() {
 		return false
 	}
-	e.stamp = c.marks.resolve(e.stamp)
+	e.stamp = c.marks.Resolve(e.stamp)
 	return c.l1.put(key, e, c.now(), version)
 }
 
@@ -228,9 +229,9 @@ func (c *Cache[V]) filledHere(key string, l loaded[V], err error, version uint64
 
 // invalidationChannel carries every fill, Set and Delete of any key of the
 // namespace, for the L1 tiers of every replica, and the new marks of
-// InvalidateTags, ExpireTags and Clear (see marks.go; heard only with L1
-// on: they speed things up, the marks' trust window is what the guarantee
-// rests on).
+// InvalidateTags, ExpireTags and Clear (see internal/marks; heard only
+// with L1 on: they speed things up, the marks' trust window is what the
+// guarantee rests on).
 func (c *Cache[V]) invalidationChannel() string {
 	return "stampede:{" + c.opts.Namespace + "}:invalidate"
 }
@@ -239,7 +240,7 @@ func (c *Cache[V]) invalidationChannel() string {
 // raises the marks of an announced InvalidateTags, ExpireTags or Clear.
 func (c *Cache[V]) invalidated(payload string) {
 	if strings.HasPrefix(payload, "\x00") {
-		c.marks.announced(payload)
+		c.marks.Announced(payload)
 		return
 	}
 	if c.l1 == nil {

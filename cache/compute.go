@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/singleflight"
 	"github.com/stampede-go/stampede/stale"
 )
@@ -112,7 +113,7 @@ func (c *Cache[V]) computeDegraded(ctx context.Context, keys []string, fn batchF
 func (c *Cache[V]) degradedFor(ctx context.Context, key string, r computed[V], prev *entry[V], floor uint64) (loaded[V], error) {
 	l, err := c.computedFor(ctx, key, r, prev, Degraded, c.now())
 	if l.outcome == Degraded {
-		l.stamp, l.kept = stamp{gen: floor}, true
+		l.stamp, l.kept = marks.Stamp{Gen: floor}, true
 	}
 	return l, err
 }
@@ -124,7 +125,7 @@ func (c *Cache[V]) keptEntry(key string, now time.Time) (e entry[V], fresh, ok b
 	if c.kept == nil {
 		return e, false, false
 	}
-	if e, ok = c.kept.Get(key, now.UnixNano()); !ok || e.stamp.gen < c.keptFloor.Load() {
+	if e, ok = c.kept.Get(key, now.UnixNano()); !ok || e.stamp.Gen < c.keptFloor.Load() {
 		return e, false, false
 	}
 	return e, now.Before(e.w.FreshUntil), true
@@ -144,11 +145,11 @@ func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now 
 		w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
 		w.StaleUntil = w.FreshUntil
 		w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
-		c.kept.Put(key, entry[V]{value: l.value, w: w, stamp: stamp{gen: floor}, kept: true}, w.ErrorUntil.UnixNano())
+		c.kept.Put(key, entry[V]{value: l.value, w: w, stamp: marks.Stamp{Gen: floor}, kept: true}, w.ErrorUntil.UnixNano())
 	case l.outcome == Stale && prev != nil && c.opts.FailSafeThrottle > 0:
 		e := *prev
 		e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
-		e.stamp, e.kept = stamp{gen: floor}, true
+		e.stamp, e.kept = marks.Stamp{Gen: floor}, true
 		c.kept.Put(key, e, e.w.ErrorUntil.UnixNano())
 	}
 }
@@ -161,7 +162,7 @@ type previousKey struct{}
 // other marks cannot be read, and may hide a hard one).
 func (c *Cache[V]) revalidatable(ctx context.Context, e entry[V]) bool {
 	inv, err := c.invalidationAt(ctx, e, time.Time{}, false)
-	return err == nil && (inv == invValid || inv == invSoft)
+	return err == nil && (inv == marks.Valid || inv == marks.Soft)
 }
 
 // withPrevious gives the compute of tasks their previous values, for

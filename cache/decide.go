@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -44,7 +45,7 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 // now itself when it was read after the read (the hit path, saving a clock
 // read per hit).
 //
-// An entry whose marks could not be vouched for (invUnknown) is judged
+// An entry whose marks could not be vouched for (marks.Unknown) is judged
 // expired, and the error says why: a compute replaces it, but Get, which
 // computes nothing, must not answer "not found" for a value that may be
 // valid (it returns the error).
@@ -54,13 +55,13 @@ func (c *Cache[V]) judgeAt(ctx context.Context, e entry[V], found bool, now, mar
 	}
 	// The one check that counts Stats().Invalidated: once per entry read.
 	switch inv, err := c.invalidationAt(ctx, e, marksNow, true); inv {
-	case invHard:
+	case marks.Hard:
 		return verdictMiss, nil
-	case invSoft:
+	case marks.Soft:
 		// Expired by ExpireTags, a fail-safe value too: the next call tries
 		// the origin, and the value may stand in if that fails (mayStandIn).
 		return verdictExpired, nil
-	case invUnknown:
+	case marks.Unknown:
 		// Expired; but a fail-safe value re-armed after the origin failed
 		// still answers as Stale (stale-if-error) until its throttle ends,
 		// so the origin is left alone.
@@ -94,15 +95,15 @@ func (c *Cache[V]) judgeAt(ctx context.Context, e entry[V], found bool, now, mar
 var errUnvouched = errors.New("cache: invalidation marks not vouched for in time")
 
 // invalidation is the one check of an entry against the invalidation marks
-// (see marks.go), for every path that may answer with an entry: judge, L1,
-// a lead's re-read, a value standing in for a failed compute, a computed
+// (see internal/marks), for every path that may answer with an entry: judge,
+// L1, a lead's re-read, a value standing in for a failed compute, a computed
 // value before it is stored, a load's answer as it reaches each caller
-// (servable). Marks that cannot be read in time give invUnknown (see
+// (servable). Marks that cannot be read in time give marks.Unknown (see
 // there); a kept entry is judged by keptFloor (see invalidationAt). It
 // does not count Stats().Invalidated: judge, the check of an entry as it
 // is read, does, so that an entry read once counts once however often it
 // is checked again (a stand-in, a load's answer for each caller).
-func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) invState {
+func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) marks.State {
 	inv, _ := c.invalidationAt(ctx, e, time.Time{}, false)
 	return inv
 }
@@ -112,19 +113,19 @@ func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) invState {
 // (computed while Redis was unreachable) is judged by keptFloor instead:
 // only this process's own invalidations are known to reach it. count
 // says whether an invalidated entry counts in Stats().Invalidated. The
-// error, with invUnknown, says why the marks could not be read.
-func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time, count bool) (invState, error) {
+// error, with marks.Unknown, says why the marks could not be read.
+func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time, count bool) (marks.State, error) {
 	if e.kept {
-		if e.stamp.gen < c.keptFloor.Load() {
+		if e.stamp.Gen < c.keptFloor.Load() {
 			if count {
 				c.stats.invalidated.Add(1)
 			}
-			return invHard, nil
+			return marks.Hard, nil
 		}
-		return invValid, nil
+		return marks.Valid, nil
 	}
-	st, err := c.marks.checkAt(ctx, e.stamp, c.marks.monoAt(now, c.realClock))
-	if st != invValid {
+	st, err := c.marks.CheckAt(ctx, e.stamp, c.marks.MonoAt(now, c.realClock))
+	if st != marks.Valid {
 		if count {
 			c.stats.invalidated.Add(1)
 		}
@@ -147,9 +148,9 @@ func (c *Cache[V]) mayStandIn(ctx context.Context, prev *entry[V]) bool {
 		return false
 	}
 	switch c.invalidation(ctx, *prev) {
-	case invHard:
+	case marks.Hard:
 		return false
-	case invSoft:
+	case marks.Soft:
 		return prev.failSafe || prev.w.ErrorUntil.After(prev.w.FreshUntil)
 	}
 	return true
@@ -166,7 +167,7 @@ func (c *Cache[V]) mayStandIn(ctx context.Context, prev *entry[V]) bool {
 // invalidation, as mayStandIn says; a fallback's value is not fn's; a
 // degraded value knows only of this process's own invalidations (see
 // invalidationAt). Marks that cannot be read let the value answer
-// (invUnknown), as a compute's value answers then.
+// (marks.Unknown), as a compute's value answers then.
 func (c *Cache[V]) servable(ctx context.Context, l loaded[V], err error) bool {
 	switch {
 	case err != nil && !errors.Is(err, ErrNotFound): // no value
@@ -174,8 +175,8 @@ func (c *Cache[V]) servable(ctx context.Context, l loaded[V], err error) bool {
 	case l.outcome == Fallback:
 		return true
 	case l.outcome == Stale && l.cause != nil:
-		return c.invalidation(ctx, l.entry()) != invHard
+		return c.invalidation(ctx, l.entry()) != marks.Hard
 	}
 	inv := c.invalidation(ctx, l.entry())
-	return inv != invHard && inv != invSoft
+	return inv != marks.Hard && inv != marks.Soft
 }

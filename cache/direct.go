@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/stampede-go/stampede/cache/internal/marks"
 )
 
 // GetOrCompute returns the value for key, computing it with fn when it is
@@ -124,7 +126,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) 
 		return fmt.Errorf("cache: set %q: %w", key, storeFailed(ctx, err))
 	}
 	e := entry[V]{value: v, w: c.policy.With(so.ttl, so.stale, -1).Write(c.now(), 0, rand.Float64()),
-		stamp: stamp{gen: gen, tags: so.tags}}
+		stamp: marks.Stamp{Gen: gen, Tags: so.tags}}
 	version := c.l1version() // before the write: no read before it can see v
 	e.size, err = c.store.set(ctx, c.keysFor(key), e)
 	c.forgetLocal(key)

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/stampede-go/stampede/cache/internal/envelope"
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -52,10 +53,10 @@ func (c *Cache[V]) encodeEntryRaw(e entry[V], raw string) ([]byte, error) {
 		StaleUntil:    toMillis(e.w.StaleUntil),
 		ErrorUntil:    toMillis(e.w.ErrorUntil),
 		ComputeMicros: e.took.Microseconds(),
-		Gen:           e.stamp.gen,
-		Tags:          e.stamp.tags,
+		Gen:           e.stamp.Gen,
+		Tags:          e.stamp.Tags,
 	}
-	if e.stamp.gen != 0 || len(e.stamp.tags) > 0 {
+	if e.stamp.Gen != 0 || len(e.stamp.Tags) > 0 {
 		h.Flags |= envelope.FlagStamped
 	}
 	if e.failSafe {
@@ -119,7 +120,7 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	e.took = time.Duration(h.ComputeMicros) * time.Microsecond
 	e.negative = h.Flags&envelope.FlagNegative != 0
 	e.failSafe = h.Flags&envelope.FlagFailSafe != 0
-	e.stamp = stamp{gen: h.Gen, tags: h.Tags}
+	e.stamp = marks.Stamp{Gen: h.Gen, Tags: h.Tags}
 	if c.l1 != nil {
 		e.digest, e.size = c.l1.digest(s), len(s)
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/stale"
 )
@@ -27,7 +28,7 @@ type loaded[V any] struct {
 	took time.Duration
 	// stamp is the value's generation and tags (for L1, and the
 	// invalidation checks); kept says it is a degraded one (see entry.kept).
-	stamp stamp
+	stamp marks.Stamp
 	kept  bool
 }
 
@@ -145,7 +146,7 @@ func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[
 	if !ok {
 		return entry[V]{}, false
 	}
-	if inv, _ := c.invalidationAt(ctx, e, now, false); inv != invValid {
+	if inv, _ := c.invalidationAt(ctx, e, now, false); inv != marks.Valid {
 		return entry[V]{}, false
 	}
 	return e, true

@@ -107,8 +107,8 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 		c.applyLocally()
 		return storeFailed(ctx, err)
 	}
-	c.marks.raiseAll(tags, gen, soft)
-	if c.marks.local {
+	c.marks.RaiseAll(tags, gen, soft)
+	if c.marks.Local {
 		return nil
 	}
 	// Every replica trusts a mark for InvalidationWait after sending its

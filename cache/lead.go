@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -66,7 +67,7 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 			return
 		}
 		inv := c.invalidation(ctx, e)
-		if inv == invHard { // as if not found
+		if inv == marks.Hard { // as if not found
 			t.prev, t.prevRaw = nil, ""
 			return
 		}
@@ -77,7 +78,7 @@ func (c *Cache[V]) lead(ctx context.Context, tasks []*task[V], fn batchFunc[V]) 
 		// A fail-safe value still fresh was re-armed after another holder's
 		// origin call failed: it is done too, whenever it was created, so
 		// that the origin is left alone for the throttle.
-		if inv == invValid && (e.w.Created.After(t.after) || e.failSafe) && (!t.after.IsZero() || state == stale.Fresh) && (!e.failSafe || state == stale.Fresh) {
+		if inv == marks.Valid && (e.w.Created.After(t.after) || e.failSafe) && (!t.after.IsZero() || state == stale.Fresh) && (!e.failSafe || state == stale.Fresh) {
 			t.res, done[i] = e.loaded(Hit), true
 			return
 		}
@@ -251,7 +252,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		case errors.Is(t.err, ErrNotFound):
 			e = entry[V]{w: c.policy.WriteNegative(now), negative: true, stamp: t.stampOf(r)}
 		case t.err == nil && t.res.outcome == Stale && !t.unclaimed && c.opts.FailSafeThrottle > 0 && c.policy.State(t.prev.w, now, 0, 0) != stale.Fresh &&
-			!errors.Is(t.res.cause, context.Canceled) && c.invalidation(ctx, *t.prev) != invSoft:
+			!errors.Is(t.res.cause, context.Canceled) && c.invalidation(ctx, *t.prev) != marks.Soft:
 			// A compute cancelled (by Close) did not find the origin failing.
 			// A failed early refresh leaves a fresh value alone. A value
 			// ExpireTags expired stays expired re-armed (judge): no throttle
@@ -265,7 +266,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		}
 		if !e.failSafe {
 			t.res.stamp = e.stamp
-			if inv := c.invalidation(ctx, e); inv == invHard || inv == invSoft {
+			if inv := c.invalidation(ctx, e); inv == marks.Hard || inv == marks.Soft {
 				if attempt < maxRecomputes {
 					settled[i] = true // the next attempt settles it
 					again = append(again, t)
@@ -321,7 +322,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 		// the invalidation hard-invalidated with the compute is no previous
 		// value any more, neither for Previous (an ErrUnchanged would re-arm
 		// it) nor to stand in for a failure.
-		if t.prev != nil && c.invalidation(ctx, *t.prev) == invHard {
+		if t.prev != nil && c.invalidation(ctx, *t.prev) == marks.Hard {
 			t.prev, t.prevRaw = nil, ""
 		}
 	}
@@ -331,12 +332,12 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 // stampOf is the stamp of what t's compute r stored: the generation read
 // with t's claim, and the tags r's function attached (a previous value
 // revalidated by ErrUnchanged keeps its own too).
-func (t *task[V]) stampOf(r computed[V]) stamp {
+func (t *task[V]) stampOf(r computed[V]) marks.Stamp {
 	tags := r.tags
-	if errors.Is(r.err, ErrUnchanged) && t.prev != nil && len(t.prev.stamp.tags) > 0 {
-		tags = unionTags(t.prev.stamp.tags, r.tags)
+	if errors.Is(r.err, ErrUnchanged) && t.prev != nil && len(t.prev.stamp.Tags) > 0 {
+		tags = unionTags(t.prev.stamp.Tags, r.tags)
 	}
-	return stamp{gen: t.claim.gen, tags: tags}
+	return marks.Stamp{Gen: t.claim.gen, Tags: tags}
 }
 
 func taskKeys[V any](tasks []*task[V]) []string {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stampede-go/stampede/cache/internal/clockmap"
+	"github.com/stampede-go/stampede/cache/internal/marks"
 )
 
 // localStore is the [store] of a Cache without Redis: entries in a bounded
@@ -170,8 +171,8 @@ func (s *localStore[V]) readGen(context.Context) (uint64, error) {
 
 // readMarks implements [store]; it is never called: in process-local mode
 // the Cache's marks are the truth.
-func (s *localStore[V]) readMarks(_ context.Context, tags []string) ([]mark, error) {
-	return make([]mark, len(tags)), nil
+func (s *localStore[V]) readMarks(_ context.Context, tags []string) ([]marks.Mark, error) {
+	return make([]marks.Mark, len(tags)), nil
 }
 
 // invalidate implements [store]: the counter only; the Cache raises its

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
 	"github.com/stampede-go/stampede/cache/internal/scripts"
 )
@@ -68,12 +69,12 @@ func (s *redisStore[V]) readGen(ctx context.Context) (uint64, error) {
 // about to begin, or, when it is below the highest generation this process
 // has seen (Redis lost data, or the read was stale), the counter restored
 // past that in one more round trip: a value stamped below the marks this
-// process holds would be refused by them (see marks.go, "Across a loss of
+// process holds would be refused by them (see internal/marks, "Across a loss of
 // Redis's data"). The caller counts an error towards the breaker.
 func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error) {
-	floor := s.c.marks.floor()
+	floor := s.c.marks.Floor()
 	if gen >= floor {
-		s.c.marks.saw(gen)
+		s.c.marks.Saw(gen)
 		return gen, nil
 	}
 	got, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
@@ -82,7 +83,7 @@ func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error
 	if err != nil {
 		return 0, fmt.Errorf("cache: restore %s past %d: %w", s.c.invKey(), floor, err)
 	}
-	s.c.marks.saw(uint64(got))
+	s.c.marks.Saw(uint64(got))
 	s.c.logRare(ctx, slog.LevelInfo, "stampede: invalidation counter read below what this process has seen (Redis lost data, or the read crossed an invalidation); restored", "",
 		fmt.Errorf("read %d, restored to %d", gen, got))
 	return uint64(got), nil
@@ -90,7 +91,7 @@ func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error
 
 // readMarks implements [store]: a pipeline of HMGETs (the marks live in
 // their tags' own slots; go-redis sends each node its part at once).
-func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]mark, error) {
+func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]marks.Mark, error) {
 	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.SliceCmd, error) {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.SliceCmd, len(tags))
@@ -104,15 +105,15 @@ func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]mark, e
 		s.redisFailed(ctx, err)
 		return nil, fmt.Errorf("cache: read %d invalidation marks: %w", len(tags), err)
 	}
-	out := make([]mark, len(tags))
+	out := make([]marks.Mark, len(tags))
 	for i, cmd := range cmds {
 		v := cmd.Val()
 		if len(v) != 2 {
 			return nil, fmt.Errorf("cache: read invalidation mark: unexpected reply %v", v)
 		}
 		var err1, err2 error
-		out[i].hard, err1 = parseGen(v[0])
-		out[i].soft, err2 = parseGen(v[1])
+		out[i].Hard, err1 = parseGen(v[0])
+		out[i].Soft, err2 = parseGen(v[1])
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, err
 		}
@@ -128,7 +129,7 @@ func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]mark, e
 // it are written, it may be in part, the next ones are not.
 func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool) (uint64, error) {
 	field := markField(soft)
-	floor := s.c.marks.floor()
+	floor := s.c.marks.Floor()
 	if tags == nil {
 		res, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
 			return scripts.Clear.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
@@ -153,7 +154,7 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 			for _, t := range batch {
 				scripts.Mark.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
 			}
-			pipe.Publish(ctx, s.c.invalidationChannel(), announcement(batch, uint64(gen), soft))
+			pipe.Publish(ctx, s.c.invalidationChannel(), marks.Announcement(batch, uint64(gen), soft))
 			return pipe.Exec(ctx)
 		}); err != nil {
 			s.redisFailed(ctx, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/stale"
 )
 
@@ -21,10 +22,10 @@ type entry[V any] struct {
 	// length, what the entry weighs against L1MaxBytes.
 	digest uint64
 	size   int
-	// stamp is what the invalidation checks read: see marks.go.
-	stamp stamp
+	// stamp is what the invalidation checks read: see internal/marks.
+	stamp marks.Stamp
 	// kept: computed while Redis was unreachable (degraded), and never
-	// stored there. Its stamp.gen is keptFloor when its compute began, not a
+	// stored there. Its stamp.Gen is keptFloor when its compute began, not a
 	// generation: only this process's own invalidations, which raise
 	// keptFloor, are known to reach it (see Cache.invalidationAt).
 	kept bool
@@ -173,7 +174,7 @@ type store[V any] interface {
 	readGen(ctx context.Context) (uint64, error)
 	// readMarks returns the marks of tags ("" is the namespace's, which
 	// Clear raises), in one round trip.
-	readMarks(ctx context.Context, tags []string) ([]mark, error)
+	readMarks(ctx context.Context, tags []string) ([]marks.Mark, error)
 	// invalidate raises the counter and then the hard (or soft) mark of
 	// each of tags (nil: the namespace's) to its new value, announces the
 	// new marks to the other replicas, and returns that value.

@@ -15,6 +15,13 @@ import (
 // and ':', or that more than 32 tags were given to one entry.
 var ErrInvalidTag = errors.New("cache: invalid tag")
 
+const (
+	// maxTags bounds the tags of one entry (its envelope's stamp).
+	maxTags = envelope.MaxTags
+	// maxTagBytes bounds one tag.
+	maxTagBytes = envelope.MaxTagBytes
+)
+
 // checkTag validates one tag.
 func checkTag(t string) error {
 	if t == "" {

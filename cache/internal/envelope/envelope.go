@@ -21,9 +21,9 @@
 // type is a fingerprint of the value's Go type and codec, so that a cache of
 // another type on the same keys reads the entry as foreign, never as a value.
 //
-// The stamp is what the invalidation checks read (see cache/marks.go): the
-// namespace's invalidation counter when the value's compute began, and the
-// tags the compute attached. An entry of generation 0 without tags (a
+// The stamp is what the invalidation checks read (see cache/internal/marks):
+// the namespace's invalidation counter when the value's compute began, and
+// the tags the compute attached. An entry of generation 0 without tags (a
 // namespace never invalidated) carries none, and costs nothing.
 //
 // The decoder is strict: one encoding per envelope (minimal uvarints), so

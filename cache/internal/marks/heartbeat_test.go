@@ -1,4 +1,4 @@
-package cache
+package marks
 
 import (
 	"context"
@@ -21,18 +21,18 @@ func TestMarksTrustedByTheHeartbeat(t *testing.T) {
 	var session atomic.Uint64
 	clock.Store(int64(time.Second))
 	session.Store(1)
-	m := &marks{trust: trust, clock: clock.Load, session: session.Load,
-		spawn: func(string, func(context.Context)) {}, // no background re-reads: the test counts
-		read: func(_ context.Context, tags []string) ([]mark, error) {
+	m := &Marks{Trust: trust, Clock: clock.Load, Session: session.Load,
+		Spawn: func(string, func(context.Context)) {}, // no background re-reads: the test counts
+		Read: func(_ context.Context, tags []string) ([]Mark, error) {
 			reads.Add(1)
-			return make([]mark, len(tags)), nil
+			return make([]Mark, len(tags)), nil
 		}}
 	// check checks an entry of generation 1 tagged "t", which must be
 	// valid, and counts the reads it made.
 	check := func(what string, wantReads int32) {
 		t.Helper()
 		before := reads.Load()
-		if st, err := m.check(ctx, stamp{gen: 1, tags: []string{"t"}}); st != invValid || err != nil {
+		if st, err := m.check(ctx, Stamp{Gen: 1, Tags: []string{"t"}}); st != Valid || err != nil {
 			t.Fatalf("%s: %d %v", what, st, err)
 		}
 		if n := reads.Load() - before; n != wantReads {
@@ -43,15 +43,15 @@ func TestMarksTrustedByTheHeartbeat(t *testing.T) {
 
 	check("first check", 1) // read before any heartbeat: not covered
 	advance(trust)
-	m.beaten(1, clock.Load())
+	m.Beaten(1, clock.Load())
 	check("past its read's trust, read before the subscription was confirmed", 1) // covered from now on
 	advance(trust / 2)
-	m.beaten(1, clock.Load())
+	m.Beaten(1, clock.Load())
 	advance(trust * 3 / 4)
 	check("past its read's trust, a heartbeat answered since", 0)
 	advance(trust)
 	check("the heartbeats late", 1)
-	m.beaten(1, clock.Load())
+	m.Beaten(1, clock.Load())
 	advance(trust * 3 / 4)
 	check("read in the session, a heartbeat answered since", 0)
 
@@ -59,19 +59,19 @@ func TestMarksTrustedByTheHeartbeat(t *testing.T) {
 	session.Add(1)
 	check("after a break, the read's own trust", 0)
 	advance(trust)
-	m.beaten(1, clock.Load()) // credited after the break: ignored
+	m.Beaten(1, clock.Load()) // credited after the break: ignored
 	check("after a break, a late heartbeat of the old session", 1)
 	advance(trust)
-	m.beaten(2, clock.Load())
+	m.Beaten(2, clock.Load())
 	check("read before the new session was confirmed", 1)
 	advance(trust * 3 / 4)
-	m.beaten(2, clock.Load())
+	m.Beaten(2, clock.Load())
 	advance(trust / 2)
 	check("read in the new session", 0)
 
 	// An announcement raises a vouched mark at once.
-	m.announced(announcement([]string{"t"}, 5, false))
-	if st, _ := m.check(ctx, stamp{gen: 1, tags: []string{"t"}}); st != invHard {
+	m.Announced(Announcement([]string{"t"}, 5, false))
+	if st, _ := m.check(ctx, Stamp{Gen: 1, Tags: []string{"t"}}); st != Hard {
 		t.Fatalf("after an announcement: %d", st)
 	}
 }

@@ -1,21 +1,23 @@
-package cache
+package marks
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/stampede-go/stampede/cache/internal/envelope"
 )
 
 // An invalidation's announcement to the other replicas: the payload sent
 // on the invalidation channel, and the marks raised when one is made here
 // or arrives from another replica (marks.go).
 
-// raiseAll records an invalidation of tags (nil: the namespace) at gen,
+// RaiseAll records an invalidation of tags (nil: the namespace) at gen,
 // made or announced, without vouching for anything else.
-func (m *marks) raiseAll(tags []string, gen uint64, soft bool) {
-	m.saw(gen)
-	mk := mark{hard: gen}
+func (m *Marks) RaiseAll(tags []string, gen uint64, soft bool) {
+	m.Saw(gen)
+	mk := Mark{Hard: gen}
 	if soft {
-		mk = mark{soft: gen}
+		mk = Mark{Soft: gen}
 	}
 	if tags == nil {
 		m.ns.raise(mk, 0)
@@ -26,9 +28,9 @@ func (m *marks) raiseAll(tags []string, gen uint64, soft bool) {
 	}
 }
 
-// announcement is the payload that tells other replicas of an invalidation
+// Announcement is the payload that tells other replicas of an invalidation
 // at gen: "\x00" kind gen tags..., kind 'h' or 's', the namespace as "*".
-func announcement(tags []string, gen uint64, soft bool) string {
+func Announcement(tags []string, gen uint64, soft bool) string {
 	var b strings.Builder
 	b.WriteString("\x00")
 	if soft {
@@ -46,9 +48,10 @@ func announcement(tags []string, gen uint64, soft bool) string {
 	return b.String()
 }
 
-// announced applies another replica's announcement; anything malformed is
-// ignored (the marks are read anyway when their trust runs out).
-func (m *marks) announced(payload string) {
+// Announced applies another replica's announcement (a payload made by
+// Announcement, "\x00" first); anything malformed is ignored (the marks
+// are read anyway when their trust runs out).
+func (m *Marks) Announced(payload string) {
 	f := strings.Fields(payload[1:])
 	if len(f) < 3 || (f[0] != "h" && f[0] != "s") {
 		return
@@ -60,9 +63,9 @@ func (m *marks) announced(payload string) {
 	for _, t := range f[2:] {
 		switch {
 		case t == namespaceTag:
-			m.raiseAll(nil, gen, f[0] == "s")
-		case checkTag(t) == nil:
-			m.raiseAll([]string{t}, gen, f[0] == "s")
+			m.RaiseAll(nil, gen, f[0] == "s")
+		case envelope.ValidTag(t):
+			m.RaiseAll([]string{t}, gen, f[0] == "s")
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cache
+package marks
 
 // The marks' trust by the subscription (marks.go, "Trusted by the
 // subscription"): the heartbeats answered in the invalidation
@@ -12,10 +12,10 @@ type heartbeat struct {
 	sent    int64
 }
 
-// beaten records a heartbeat answered in session (the notifier's
+// Beaten records a heartbeat answered in session (the notifier's
 // callback, on its receiving goroutine, after the announcements received
 // before it were applied).
-func (m *marks) beaten(session uint64, sent int64) {
+func (m *Marks) Beaten(session uint64, sent int64) {
 	for {
 		cur := m.beat.Load()
 		if cur != nil && (cur.session > session || cur.session == session && cur.sent >= sent) {
@@ -32,11 +32,11 @@ func (m *marks) beaten(session uint64, sent int64) {
 // after the subscription took effect on the socket that carries the
 // session, so a read sent after it sees every mark raised before it was
 // processed, and the session's announcements every one raised after.
-func (m *marks) cover() uint64 {
-	if m.session == nil {
+func (m *Marks) cover() uint64 {
+	if m.Session == nil {
 		return 0
 	}
-	if b := m.beat.Load(); b != nil && b.session == m.session() {
+	if b := m.beat.Load(); b != nil && b.session == m.Session() {
 		return b.session
 	}
 	return 0
@@ -45,10 +45,10 @@ func (m *marks) cover() uint64 {
 // beatVouches reports whether the subscription vouches for s's mark at
 // now: it was read in the live session, after a heartbeat confirmed it,
 // and a heartbeat sent less than trust ago was answered in that session.
-func (m *marks) beatVouches(s *markSlot, now int64) bool {
-	if m.session == nil {
+func (m *Marks) beatVouches(s *markSlot, now int64) bool {
+	if m.Session == nil {
 		return false
 	}
 	b := m.beat.Load()
-	return b != nil && now-b.sent < int64(m.trust) && s.cov.Load() == b.session && b.session == m.session()
+	return b != nil && now-b.sent < int64(m.Trust) && s.cov.Load() == b.session && b.session == m.Session()
 }

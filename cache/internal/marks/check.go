@@ -1,4 +1,4 @@
-package cache
+package marks
 
 import (
 	"context"
@@ -14,68 +14,68 @@ import (
 // check judges st against the marks of the namespace and of its tags,
 // reading those not vouched for by a read sent less than trust ago (again,
 // up to maxMarkReads times, while the answers come too late or fail). An
-// error comes with invUnknown: they could not be vouched for.
-func (m *marks) check(ctx context.Context, st stamp) (invState, error) {
-	return m.checkAt(ctx, st, 0)
+// error comes with Unknown: they could not be vouched for.
+func (m *Marks) check(ctx context.Context, st Stamp) (State, error) {
+	return m.CheckAt(ctx, st, 0)
 }
 
-// checkAt is check with the monotonic time now (on marks' clock) when the
+// CheckAt is check with the monotonic time now (on marks' clock) when the
 // caller has it (0: read the clock), saving a clock read on the hit path.
-func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, error) {
+func (m *Marks) CheckAt(ctx context.Context, st Stamp, now int64) (State, error) {
 	slots := st.slots
-	if len(st.tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
-		slots = m.resolve(st).slots
+	if len(st.Tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
+		slots = m.Resolve(st).slots
 	}
-	if m.local {
-		state := m.ns.against(st.gen)
+	if m.Local {
+		state := m.ns.against(st.Gen)
 		for _, s := range slots {
-			state = max(state, s.against(st.gen))
+			state = max(state, s.against(st.Gen))
 		}
 		return state, nil
 	}
 	if now <= 0 {
-		now = m.mono()
+		now = m.Mono()
 	}
-	state := invValid
+	state := Valid
 	var unsure []string
 	look := func(tag string, s *markSlot) {
 		// What this process knows of a mark applies however old it is
 		// (marks only go up): only a verdict of "valid" needs a recent read.
-		state = max(state, s.against(st.gen))
+		state = max(state, s.against(st.Gen))
 		sent := s.sent.Load()
-		if sent != 0 && now-sent < int64(m.trust)/2 {
+		if sent != 0 && now-sent < int64(m.Trust)/2 {
 			return
 		}
 		if m.beatVouches(s, now) {
 			return
 		}
-		if sent == 0 || now-sent >= int64(m.trust) {
+		if sent == 0 || now-sent >= int64(m.Trust) {
 			unsure = append(unsure, tag)
 		} else if !s.refreshing.Load() && s.refreshing.CompareAndSwap(false, true) {
 			m.refreshAsync(tag, s)
 		}
 	}
 	look("", &m.ns)
-	for i, t := range st.tags {
+	for i, t := range st.Tags {
 		look(t, slots[i])
 	}
 	if len(unsure) == 0 {
 		return state, nil
 	}
-	if state == invHard {
+	if state == Hard {
 		return state, nil
 	}
 	var err error
 	known := state // a soft invalidation known already stays one if the marks cannot be read
 	for range maxMarkReads {
-		if m.available != nil && !m.available() {
-			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", ErrUnavailable)
+		if m.Available != nil && !m.Available() {
+			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", m.ErrUnavailable)
 		}
 		if err = m.refresh(ctx, unsure); err == nil {
-			if vouched, s := m.vouched(unsure, st.gen); vouched {
+			if vouched, s := m.vouched(unsure, st.Gen); vouched {
 				return max(state, s), nil
 			}
-			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.trust)
+			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.Trust)
 		}
 		if ctx.Err() != nil {
 			break
@@ -84,27 +84,27 @@ func (m *marks) checkAt(ctx context.Context, st stamp, now int64) (invState, err
 	return unknownAfter(known), err
 }
 
-// unknownAfter is the verdict when the marks could not be read: invUnknown,
+// unknownAfter is the verdict when the marks could not be read: Unknown,
 // unless what is already known says more (a soft invalidation).
-func unknownAfter(known invState) invState {
-	if known == invSoft {
-		return invSoft
+func unknownAfter(known State) State {
+	if known == Soft {
+		return Soft
 	}
-	return invUnknown
+	return Unknown
 }
 
 // maxMarkReads bounds the reads of one check whose answers came too late
-// (a load spike) or failed, before the entry is judged invUnknown.
+// (a load spike) or failed, before the entry is judged Unknown.
 const maxMarkReads = 4
 
 // vouched reports whether the marks of tags are all vouched for by reads
 // sent less than trust ago, and judges gen against them.
-func (m *marks) vouched(tags []string, gen uint64) (bool, invState) {
-	now := m.mono()
-	state := invValid
+func (m *Marks) vouched(tags []string, gen uint64) (bool, State) {
+	now := m.Mono()
+	state := Valid
 	for _, t := range tags {
 		s := m.slot(t)
-		if now-s.sent.Load() >= int64(m.trust) && !m.beatVouches(s, now) {
+		if now-s.sent.Load() >= int64(m.Trust) && !m.beatVouches(s, now) {
 			return false, state
 		}
 		state = max(state, s.against(gen))
@@ -115,13 +115,13 @@ func (m *marks) vouched(tags []string, gen uint64) (bool, invState) {
 // refresh reads the marks of tags in one round trip shared by the callers
 // asking for the same tags, bounded by trust: a later answer could not be
 // trusted anyway.
-func (m *marks) refresh(ctx context.Context, tags []string) error {
+func (m *Marks) refresh(ctx context.Context, tags []string) error {
 	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.trust)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.Trust)
 		defer cancel()
 		cov := m.cover() // before the read is sent
-		sent := m.mono()
-		got, err := m.read(ctx, tags)
+		sent := m.Mono()
+		got, err := m.Read(ctx, tags)
 		if err != nil {
 			return struct{}{}, err
 		}
@@ -129,7 +129,7 @@ func (m *marks) refresh(ctx context.Context, tags []string) error {
 			s := m.slot(t)
 			s.raise(got[i], sent)
 			raise(&s.cov, cov)
-			m.saw(max(got[i].hard, got[i].soft))
+			m.Saw(max(got[i].Hard, got[i].Soft))
 		}
 		return struct{}{}, nil
 	})
@@ -138,8 +138,8 @@ func (m *marks) refresh(ctx context.Context, tags []string) error {
 
 // refreshAsync re-reads tag's mark in the background, before its trust
 // runs out, so that a hot tag's hits never wait for it.
-func (m *marks) refreshAsync(tag string, s *markSlot) {
-	m.spawn("\x00marks "+tag, func(ctx context.Context) {
+func (m *Marks) refreshAsync(tag string, s *markSlot) {
+	m.Spawn("\x00marks "+tag, func(ctx context.Context) {
 		defer s.refreshing.Store(false)
 		_ = m.refresh(ctx, []string{tag})
 	})

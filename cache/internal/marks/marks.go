@@ -1,15 +1,5 @@
-package cache
-
-import (
-	"context"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/stampede-go/stampede/cache/internal/envelope"
-	"github.com/stampede-go/stampede/singleflight"
-)
-
+// Package marks holds the invalidation marks as a process holds them.
+//
 // Invalidation by tag and Clear rest on one counter per namespace, G, and
 // one mark per tag (and one for the namespace, raised by Clear):
 //
@@ -37,13 +27,13 @@ import (
 // Ring) a process also subscribes to the channel that carries every
 // invalidation's announcement (published after its marks, in the same
 // pipeline or script), and PINGs that connection in the background every
-// δ/4 (internal/notify/heartbeat.go). Redis writes a connection's replies
-// and pushes in the order it produced them, so the answer to a PING sent
-// at t comes after every announcement published before Redis processed
-// it, and those were applied before the answer is looked at. A mark read
-// sent after a heartbeat of the same subscription session was answered
-// (the subscription then in effect on the socket that carries it) is at
-// least every mark raised before its read was processed, and the
+// δ/4 (cache/internal/notify/heartbeat.go). Redis writes a connection's
+// replies and pushes in the order it produced them, so the answer to a
+// PING sent at t comes after every announcement published before Redis
+// processed it, and those were applied before the answer is looked at. A
+// mark read sent after a heartbeat of the same subscription session was
+// answered (the subscription then in effect on the socket that carries it)
+// is at least every mark raised before its read was processed, and the
 // announcements add every one raised after, up to t: it is vouched for
 // until t + δ, like a read sent at t. An invalidation not in it was
 // published after t and returns after t + δ. A break of the connection
@@ -62,12 +52,13 @@ import (
 // it saw. Two rules keep that from refusing every later compute, and keep
 // the invalidations made after the loss above what was stamped before it:
 //
-//   - G is only ever written by advance (internal/scripts/advance.lua), to
-//     max(G + step, floor + step, the Redis server's clock in µs), where
-//     floor is the highest generation the writing process has seen (marks
-//     read or announced, counters read). While Redis keeps its data, G
-//     only rises, and an invalidation's new G exceeds every generation
-//     read before it (G + 1): the guarantee above needs no clock.
+//   - G is only ever written by advance
+//     (cache/internal/scripts/advance.lua), to max(G + step, floor + step,
+//     the Redis server's clock in µs), where floor is the highest
+//     generation the writing process has seen (marks read or announced,
+//     counters read). While Redis keeps its data, G only rises, and an
+//     invalidation's new G exceeds every generation read before it
+//     (G + 1): the guarantee above needs no clock.
 //   - A process that reads G below its floor (a claim, a Set, a recompute)
 //     restores it first (advance with step 0) and stamps the compute with
 //     the restored value, read before the compute begins. Its stamp is then
@@ -96,45 +87,54 @@ import (
 // the marks, and every replica drops its L1 when its subscription breaks.
 //
 // Where it lives: this file holds the model (an entry's stamp, a mark,
-// this process's slot of each mark and the marks it has read);
-// marks_check.go checks an entry against them; marks_heartbeat.go is their
-// trust by the subscription's heartbeats; marks_announce.go applies and
-// sends an invalidation's announcement; redis_marks.go is their Redis half
-// and tags.go the tags' validation.
+// this process's slot of each mark and the marks it has read); check.go
+// checks an entry against them; heartbeat.go is their trust by the
+// subscription's heartbeats; announce.go applies and encodes an
+// invalidation's announcement. The Redis half (the reads and writes of the
+// counter and the marks, their budgets and the breaker's accounting) stays
+// in cache's redis_marks.go, handed in as Marks.Read and Marks.Available,
+// and cache's tags.go validates the tags.
+package marks
 
-// stamp is an entry's generation and tags.
-type stamp struct {
-	gen  uint64
-	tags []string
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stampede-go/stampede/singleflight"
+)
+
+// Stamp is an entry's generation and tags.
+type Stamp struct {
+	Gen  uint64
+	Tags []string
 	// slots are the tags' mark slots, resolved once for an entry kept in
 	// L1 (nil otherwise), valid while marks' epoch is still epoch.
 	slots []*markSlot
 	epoch uint64
 }
 
-// mark is what the invalidations of a tag (or the namespace) left: the
+// Mark is what the invalidations of a tag (or the namespace) left: the
 // value of G at its last hard and at its last soft invalidation.
-type mark struct{ hard, soft uint64 }
+type Mark struct{ Hard, Soft uint64 }
 
-// invState is the invalidation check's answer for an entry.
-type invState uint8
+// State is the invalidation check's answer for an entry.
+type State uint8
 
+// A check's verdicts.
 const (
-	invValid invState = iota // no invalidation since its compute began
-	invSoft                  // soft-invalidated: expired, usable for stale-if-error
-	invHard                  // invalidated: a miss
-	// invUnknown: the marks could not be read within InvalidationWait
+	Valid State = iota // no invalidation since its compute began
+	Soft               // soft-invalidated: expired, usable for stale-if-error
+	Hard               // invalidated: a miss
+	// Unknown: the marks could not be read within InvalidationWait
 	// (Redis unreachable or slow). The entry does not answer as a hit (it
 	// is expired), but, as in degraded mode, it may still stand in for a
 	// failing compute, and a value computed here answers unchecked.
-	invUnknown
+	Unknown
 )
 
 const (
-	// maxTags bounds the tags of one entry (its envelope's stamp).
-	maxTags = envelope.MaxTags
-	// maxTagBytes bounds one tag.
-	maxTagBytes = envelope.MaxTagBytes
 	// maxMarkSlots bounds the tags whose marks a process caches; past it
 	// the cache is dropped and re-read as needed.
 	maxMarkSlots = 1 << 16
@@ -160,9 +160,9 @@ type markSlot struct {
 // raise records m, read by a request sent at sent (0: an announcement,
 // which vouches for nothing). Marks are raised before sent, and read after
 // it, so whoever trusts sent sees marks at least as high.
-func (s *markSlot) raise(m mark, sent int64) {
-	raise(&s.hard, m.hard)
-	raise(&s.soft, m.soft)
+func (s *markSlot) raise(m Mark, sent int64) {
+	raise(&s.hard, m.Hard)
+	raise(&s.soft, m.Soft)
 	if sent > 0 {
 		for {
 			cur := s.sent.Load()
@@ -174,39 +174,53 @@ func (s *markSlot) raise(m mark, sent int64) {
 }
 
 // against judges an entry of generation gen.
-func (s *markSlot) against(gen uint64) invState {
+func (s *markSlot) against(gen uint64) State {
 	switch {
 	case s.hard.Load() > gen:
-		return invHard
+		return Hard
 	case s.soft.Load() > gen:
-		return invSoft
+		return Soft
 	}
-	return invValid
+	return Valid
 }
 
-// marks is a process's cache of the marks it has used.
-type marks struct {
-	// trust is InvalidationWait; local says the marks are this process's
+// raise sets a to v unless it is already at least v.
+func raise(a *atomic.Uint64, v uint64) {
+	for {
+		cur := a.Load()
+		if cur >= v || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// Marks is a process's cache of the marks it has used. Its exported fields
+// are set by the cache, in New, before its first use.
+type Marks struct {
+	// Trust is InvalidationWait; Local says the marks are this process's
 	// own (process-local mode): always current, never read.
-	trust time.Duration
-	local bool
-	base  time.Time    // the monotonic clock's origin
-	clock func() int64 // nil: time since base; tests move their own
+	Trust time.Duration
+	Local bool
+	Base  time.Time    // the monotonic clock's origin
+	Clock func() int64 // nil: time since Base; tests move their own
 	ns    markSlot     // the namespace's (Clear)
 	tags  sync.Map     // tag -> *markSlot
 	n     atomic.Int64
 	epoch atomic.Uint64 // raised when tags is dropped
 	reads singleflight.Group[struct{}]
-	// read reads marks from the store; spawn runs a background refresh
-	// (at most one per name at a time, stopped by Close).
-	read  func(ctx context.Context, tags []string) ([]mark, error)
-	spawn func(name string, work func(ctx context.Context))
-	// available reports whether the store may be asked (the breaker).
-	available func() bool
-	// session is the invalidation subscription's live session (nil: no
+	// Read reads marks from the store; Spawn runs a background refresh
+	// (at most one per name at a time, stopped by the cache's Close).
+	Read  func(ctx context.Context, tags []string) ([]Mark, error)
+	Spawn func(name string, work func(ctx context.Context))
+	// Available reports whether the store may be asked (the breaker).
+	Available func() bool
+	// ErrUnavailable is the error a check that Available refused wraps
+	// (cache.ErrUnavailable, handed in by the cache).
+	ErrUnavailable error
+	// Session is the invalidation subscription's live session (nil: no
 	// heartbeat, the marks are trusted by their reads alone); beat is the
 	// newest heartbeat answered in it. See "Trusted by the subscription".
-	session func() uint64
+	Session func() uint64
 	beat    atomic.Pointer[heartbeat]
 	// seen is the highest generation this process has seen (in a mark
 	// read or announced, or a counter read): the floor below which it
@@ -218,8 +232,8 @@ type marks struct {
 // the counter scripts compute with, are exact up to 2^53.
 const maxGen = 1 << 53
 
-// saw records generation g as seen.
-func (m *marks) saw(g uint64) {
+// Saw records generation g as seen.
+func (m *Marks) Saw(g uint64) {
 	for {
 		cur := m.seen.Load()
 		if g <= cur || m.seen.CompareAndSwap(cur, g) {
@@ -228,35 +242,35 @@ func (m *marks) saw(g uint64) {
 	}
 }
 
-// floor is the highest generation this process has seen.
-func (m *marks) floor() uint64 { return min(m.seen.Load(), maxGen) }
+// Floor is the highest generation this process has seen.
+func (m *Marks) Floor() uint64 { return min(m.seen.Load(), maxGen) }
 
-// monoAt is t on marks' monotonic clock when t is a reading of the real
+// MonoAt is t on marks' monotonic clock when t is a reading of the real
 // clock (time.Now, with its monotonic part), else 0 (a zero t too).
-func (m *marks) monoAt(t time.Time, real bool) int64 {
-	if !real || m.clock != nil || t.IsZero() {
+func (m *Marks) MonoAt(t time.Time, real bool) int64 {
+	if !real || m.Clock != nil || t.IsZero() {
 		return 0
 	}
-	return max(int64(t.Sub(m.base)), 1)
+	return max(int64(t.Sub(m.Base)), 1)
 }
 
-// mono is the time on marks' monotonic clock, never 0.
-func (m *marks) mono() int64 {
-	if m.clock != nil {
-		return max(m.clock(), 1)
+// Mono is the time on marks' monotonic clock, never 0.
+func (m *Marks) Mono() int64 {
+	if m.Clock != nil {
+		return max(m.Clock(), 1)
 	}
-	return max(int64(time.Since(m.base)), 1)
+	return max(int64(time.Since(m.Base)), 1)
 }
 
 // slot returns tag's slot ("" is the namespace's), creating it.
-func (m *marks) slot(tag string) *markSlot {
+func (m *Marks) slot(tag string) *markSlot {
 	if tag == "" {
 		return &m.ns
 	}
 	if s, ok := m.tags.Load(tag); ok {
 		return s.(*markSlot)
 	}
-	if !m.local && m.n.Load() >= maxMarkSlots {
+	if !m.Local && m.n.Load() >= maxMarkSlots {
 		m.epoch.Add(1) // before: a stamp resolved now is checked anew
 		m.tags.Clear() // re-read as needed; never in local mode, where slots are the truth
 		m.n.Store(0)
@@ -268,15 +282,15 @@ func (m *marks) slot(tag string) *markSlot {
 	return s.(*markSlot)
 }
 
-// resolve returns st with its tags' slots looked up, for an entry that
+// Resolve returns st with its tags' slots looked up, for an entry that
 // will be checked many times (L1).
-func (m *marks) resolve(st stamp) stamp {
-	if len(st.tags) == 0 {
+func (m *Marks) Resolve(st Stamp) Stamp {
+	if len(st.Tags) == 0 {
 		return st
 	}
 	st.epoch = m.epoch.Load()
-	st.slots = make([]*markSlot, len(st.tags))
-	for i, t := range st.tags {
+	st.slots = make([]*markSlot, len(st.Tags))
+	for i, t := range st.Tags {
 		st.slots[i] = m.slot(t)
 	}
 	return st
