@@ -303,7 +303,7 @@ func TestDeleteDuringComputeFreesTheKeyAtOnce(t *testing.T) {
 func patientOpts(t *testing.T) cache.Options {
 	return cache.Options{Namespace: redistest.Prefix(t), LeaseTTL: 10 * time.Second, WaitTimeout: time.Minute, PollInterval: time.Minute,
 		InvalidationWait: time.Hour, // marks read once stay trusted: no amortised re-read in the counts
-		L1Size: -1} // every read is a Redis read, as the counts assume
+		L1Size:           -1}        // every read is a Redis read, as the counts assume
 }
 
 // holdCompute starts a compute of key on r that returns value once finish
