@@ -24,8 +24,22 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// newCache returns a Cache in a namespace of the test's own, closed at cleanup.
+// newCache returns a Cache in a namespace of the test's own, closed at
+// cleanup. L1 is off unless opts sets L1Size: the tests pin the Redis path
+// unless they turn L1 on, and L1 turns on by default only once the
+// invalidation subscription is up, which would make whether a read reaches
+// Redis a race. L1's default is pinned with newCacheAsConfigured
+// (l1_default_test.go).
 func newCache[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options) *cache.Cache[V] {
+	t.Helper()
+	if opts.L1Size == 0 {
+		opts.L1Size = -1
+	}
+	return newCacheAsConfigured[V](t, rdb, opts)
+}
+
+// newCacheAsConfigured is newCache with opts.L1Size left as it is.
+func newCacheAsConfigured[V any](t testing.TB, rdb redis.UniversalClient, opts cache.Options) *cache.Cache[V] {
 	t.Helper()
 	if opts.Namespace == "" {
 		opts.Namespace = redistest.Prefix(t)
