@@ -66,8 +66,8 @@ type Options struct {
 	Jitter float64
 	// Beta turns on XFetch early refresh: a caller refreshes a fresh value in
 	// the background with a probability that rises as expiry nears, scaled
-	// by the last compute's duration; 1 is the paper's optimum. Default: 0
-	// (off).
+	// by the last compute's duration (on a hit from L1 as from Redis); 1 is
+	// the paper's optimum. Default: 0 (off).
 	Beta float64
 	// NegativeTTL is how long a compute function's [ErrNotFound] is cached.
 	// Default: min(TTL, 10s).
