@@ -61,6 +61,9 @@ func TestOptionsValidation(t *testing.T) {
 		{"negative BreakerCooldown", cache.Options{BreakerCooldown: -1}},
 		{"negative MaxDegradedComputes", cache.Options{MaxDegradedComputes: -1}},
 		{"unknown OnBusy", cache.Options{OnBusy: 9}},
+		{"huge L1Size", cache.Options{L1Size: 1 << 27}},
+		{"negative L1MaxBytes", cache.Options{L1MaxBytes: -1}},
+		{"negative L1TTL", cache.Options{L1TTL: -1}},
 		{"long Namespace", cache.Options{Namespace: strings.Repeat("n", 300)}},
 	}
 	for _, tc := range cases {
