@@ -85,8 +85,8 @@ func (s *localStore[V]) expire(k keys) {
 // away and announces like Delete); a key that keeps changing is deleted.
 func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 	for range expireTries {
-		cur, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (string, error) {
-			v, err := s.rdb.Get(ctx, k.Value).Result()
+		cur, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (string, error) {
+			v, err := s.p.Client().Get(ctx, k.Value).Result()
 			if errors.Is(err, redis.Nil) {
 				return "", nil
 			}
@@ -97,9 +97,9 @@ func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 			return fmt.Errorf("cache: expire %s: %w", k.Value, err)
 		}
 		next := s.expiredEnvelope(cur)
-		n, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return scripts.Expire.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, cur, next, k.Channel(),
-				s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Int64()
+		n, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (int64, error) {
+			return scripts.Expire.Run(ctx, s.p.Client(), []string{k.Value, k.Lease()}, cur, next, k.Channel(),
+				s.c.invalidationChannel(), s.c.id+" "+k.Key, s.p.ShardArg()).Int64()
 		})
 		if err != nil {
 			s.redisFailed(ctx, err)
@@ -107,7 +107,7 @@ func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
 		}
 		if n == 1 {
 			s.redisOK(ctx)
-			s.reads.forget(k.Key)
+			s.p.Forget(k.Key)
 			return nil
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
+	"github.com/stampede-go/stampede/cache/internal/redisstore"
 	"github.com/stampede-go/stampede/cache/internal/retry"
 	"github.com/stampede-go/stampede/cache/internal/scripts"
 )
@@ -36,13 +37,13 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 		claims []*redis.Cmd
 		gen    *redis.StringCmd
 	}
-	rep, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (replies, error) {
+	rep, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (replies, error) {
 		// The namespace's invalidation counter is read in the same round
 		// trip, before any compute starts: the generation of what is
 		// computed (on a Cluster it lives in another slot; go-redis sends
 		// each node its part).
 		cmds := make([]*redis.Cmd, len(ks))
-		pipe := s.rdb.Pipeline()
+		pipe := s.p.Client().Pipeline()
 		for i, k := range ks {
 			cmds[i] = scripts.Claim.EvalSha(ctx, pipe, []string{k.Value, k.Lease()}, tokens[i], ttl)
 		}
@@ -56,7 +57,7 @@ func (s *redisStore[V]) claimMany(ctx context.Context, ks []keys) []claimed[V] {
 		for i, k := range ks {
 			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 				if retry == nil {
-					retry = s.rdb.Pipeline()
+					retry = s.p.Client().Pipeline()
 				}
 				cmds[i] = scripts.Claim.Eval(ctx, retry, []string{k.Value, k.Lease()}, tokens[i], ttl)
 			}
@@ -110,9 +111,9 @@ func (s *redisStore[V]) claimed(ctx context.Context, k keys, token string, cmd *
 		return claimed[V]{remaining: time.Duration(max(ms, 0)) * time.Millisecond}
 	}
 	cl := claim[V]{k: k, token: token, reread: true}
-	s.reads.forget(k.Key) // the claim read the value too
+	s.p.Forget(k.Key) // the claim read the value too
 	if v, ok := res[1].(string); ok {
-		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.Key, reply{s: v, found: true}, false)
+		cl.seen, cl.found, _ = s.c.decodeEntry(ctx, k.Key, reply{Envelope: v, Found: true}, false)
 		if cl.found && !cl.seen.negative {
 			cl.raw = envelopeValue(v)
 		}
@@ -134,18 +135,18 @@ func (s *redisStore[V]) fillMany(ctx context.Context, reqs []fillReq[V]) []fillR
 			s.abandon(ctx, r.k, r.claim)
 		}
 	}
-	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.Cmd, error) {
+	cmds, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) ([]*redis.Cmd, error) {
 		cmds := make([]*redis.Cmd, len(reqs))
 		if len(reqs) == 1 {
 			if args[0] != nil {
-				cmds[0] = scripts.Fill.Run(ctx, s.rdb, fillKeys(reqs[0].k), args[0]...)
+				cmds[0] = scripts.Fill.Run(ctx, s.p.Client(), fillKeys(reqs[0].k), args[0]...)
 				if err := cmds[0].Err(); redisstep.BrokenConn(err) {
 					return nil, err // run the step again
 				}
 			}
 			return cmds, nil
 		}
-		pipe := s.rdb.Pipeline()
+		pipe := s.p.Client().Pipeline()
 		for i, r := range reqs {
 			if args[i] != nil {
 				cmds[i] = scripts.Fill.Eval(ctx, pipe, fillKeys(r.k), args[i]...)
@@ -195,7 +196,7 @@ func (s *redisStore[V]) fillArgs(r fillReq[V]) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.Channel(), s.shardArg(), notifyMaxBytes,
+	return []any{b, keepMillis(r.e.w, s.c.now()), r.claim.token, r.k.Channel(), s.p.ShardArg(), redisstore.NotifyMaxBytes,
 		s.c.invalidationChannel(), s.c.id + " " + r.k.Key}, nil
 }
 
@@ -210,8 +211,8 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 		ctx, cancel := context.WithTimeout(ctx, s.c.opts.LeaseTTL+s.c.opts.WaitTimeout)
 		defer cancel()
 		for attempt := 1; retry.Sleep(ctx.Done(), retry.Backoff(attempt)); attempt++ {
-			cmd, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (*redis.Cmd, error) {
-				cmd := scripts.Fill.Run(ctx, s.rdb, fillKeys(k), args...)
+			cmd, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (*redis.Cmd, error) {
+				cmd := scripts.Fill.Run(ctx, s.p.Client(), fillKeys(k), args...)
 				return cmd, cmd.Err()
 			})
 			if ctx.Err() != nil {
@@ -229,7 +230,7 @@ func (s *redisStore[V]) refill(k keys, args []any) {
 				}
 				return
 			}
-			s.reloadTopology()
+			s.p.ReloadTopology()
 		}
 	})
 }
@@ -252,7 +253,7 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 		s.c.observe(ctx, Event{Kind: EventReleaseRejected, Key: k.Key})
 	}
 	if res[0] == 1 {
-		s.reads.forget(k.Key)
+		s.p.Forget(k.Key)
 	}
 	return res[0] == 1
 }
@@ -262,8 +263,8 @@ func (s *redisStore[V]) filled(ctx context.Context, k keys, cmd *redis.Cmd) bool
 func (s *redisStore[V]) abandon(ctx context.Context, k keys, cl claim[V]) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	n, err := redisstep.Run(actx, s.budget, func(ctx context.Context) (int64, error) {
-		return scripts.Abandon.Run(ctx, s.rdb, []string{k.Lease()}, cl.token, k.Channel(), s.shardArg()).Int64()
+	n, err := redisstep.Run(actx, s.p.Budget(), func(ctx context.Context) (int64, error) {
+		return scripts.Abandon.Run(ctx, s.p.Client(), []string{k.Lease()}, cl.token, k.Channel(), s.p.ShardArg()).Int64()
 	})
 	switch {
 	case err != nil:

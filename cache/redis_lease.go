@@ -55,8 +55,8 @@ func (s *redisStore[V]) keep(ctx context.Context, cl claim[V], quit <-chan struc
 		}
 		sent := time.Now()
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
-		ok, err := redisstep.Run(ectx, s.budget, func(ctx context.Context) (int64, error) {
-			return scripts.Extend.Run(ctx, s.rdb, []string{cl.k.Lease()}, cl.token, ttl.Milliseconds()).Int64()
+		ok, err := redisstep.Run(ectx, s.p.Budget(), func(ctx context.Context) (int64, error) {
+			return scripts.Extend.Run(ctx, s.p.Client(), []string{cl.k.Lease()}, cl.token, ttl.Milliseconds()).Int64()
 		})
 		cancel()
 		switch {

@@ -52,8 +52,8 @@ func genOf(cmd *redis.StringCmd) (uint64, error) {
 // readGen implements [store]: one HGET (and the counter restored when
 // Redis lost it, see restored).
 func (s *redisStore[V]) readGen(ctx context.Context) (uint64, error) {
-	gen, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (uint64, error) {
-		return genOf(s.rdb.HGet(ctx, s.c.invKey(), "g"))
+	gen, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (uint64, error) {
+		return genOf(s.p.Client().HGet(ctx, s.c.invKey(), "g"))
 	})
 	if err == nil {
 		gen, err = s.restored(ctx, gen)
@@ -77,8 +77,8 @@ func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error
 		s.c.marks.Saw(gen)
 		return gen, nil
 	}
-	got, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-		return scripts.Counter.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 0).Int64()
+	got, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (int64, error) {
+		return scripts.Counter.Run(ctx, s.p.Client(), []string{s.c.invKey()}, floor, 0).Int64()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cache: restore %s past %d: %w", s.c.invKey(), floor, err)
@@ -92,8 +92,8 @@ func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error
 // readMarks implements [store]: a pipeline of HMGETs (the marks live in
 // their tags' own slots; go-redis sends each node its part at once).
 func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]marks.Mark, error) {
-	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.SliceCmd, error) {
-		pipe := s.rdb.Pipeline()
+	cmds, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) ([]*redis.SliceCmd, error) {
+		pipe := s.p.Client().Pipeline()
 		cmds := make([]*redis.SliceCmd, len(tags))
 		for i, t := range tags {
 			cmds[i] = pipe.HMGet(ctx, s.c.markKey(t), "h", "s")
@@ -131,8 +131,8 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 	field := markField(soft)
 	floor := s.c.marks.Floor()
 	if tags == nil {
-		res, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return scripts.Clear.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
+		res, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (int64, error) {
+			return scripts.Clear.Run(ctx, s.p.Client(), []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
 		})
 		if err != nil {
 			s.redisFailed(ctx, err)
@@ -140,8 +140,8 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 		}
 		return uint64(res), nil
 	}
-	gen, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-		return scripts.Counter.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 1).Int64()
+	gen, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) (int64, error) {
+		return scripts.Counter.Run(ctx, s.p.Client(), []string{s.c.invKey()}, floor, 1).Int64()
 	})
 	if err != nil {
 		s.redisFailed(ctx, err)
@@ -149,8 +149,8 @@ func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool
 	}
 	for done := 0; done < len(tags); done += markBatch {
 		batch := tags[done:min(done+markBatch, len(tags))]
-		if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
-			pipe := s.rdb.Pipeline()
+		if _, err := redisstep.Run(ctx, s.p.Budget(), func(ctx context.Context) ([]redis.Cmder, error) {
+			pipe := s.p.Client().Pipeline()
 			for _, t := range batch {
 				scripts.Mark.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
 			}
