@@ -51,8 +51,19 @@ func newRedisStore[V any](c *Cache[V], rdb redis.UniversalClient) (*redisStore[V
 		Rejected: func(ctx context.Context, key string) {
 			c.observe(ctx, Event{Kind: EventReleaseRejected, Key: key})
 		},
-		Spawn: c.goBackground,
-		Log:   c.logRare,
+		Extended: func(ctx context.Context, key string) {
+			c.observe(ctx, Event{Kind: EventLeaseExtended, Key: key})
+		},
+		LeaseLost: s.leaseLost,
+		Refilled: func(key string) {
+			c.stats.refills.Add(1)
+			if c.l1 != nil {
+				c.l1.invalidate(key) // the announcement skips this replica
+			}
+		},
+		FencedOut: c.fencedOut,
+		Spawn:     c.goBackground,
+		Log:       c.logRare,
 	})
 	c.brk.Probe = func() { c.goBackground("\x00probe", s.probe) }
 	return s, nil
