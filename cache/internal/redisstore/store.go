@@ -258,8 +258,3 @@ func (s *Store) Addrs() string {
 	return fmt.Sprintf("(%T)", s.rdb)
 }
 
-// Client is the store's Redis client, for the steps not moved here yet.
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
-
-// ShardArg is shardArg, for the steps not moved here yet.
-func (s *Store) ShardArg() string { return s.shardArg() }
