@@ -257,4 +257,3 @@ func (s *Store) Addrs() string {
 	}
 	return fmt.Sprintf("(%T)", s.rdb)
 }
-
