@@ -52,7 +52,7 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 				}
 				inner.Wait()
 				if i%1000 == 0 {
-					n := int64(a.redis.notify.Subscriptions() + b.redis.notify.Subscriptions())
+					n := int64(a.redis.p.Notifier().Subscriptions() + b.redis.p.Notifier().Subscriptions())
 					for p := maxSubs.Load(); n > p && !maxSubs.CompareAndSwap(p, n); p = maxSubs.Load() {
 					}
 				}
@@ -64,9 +64,7 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 		t.Fatalf("%d computes for %d keys", n, keys)
 	}
 	for name, c := range map[string]*Cache[string]{"a": a, "b": b} {
-		c.redis.reads.mu.Lock()
-		flights := len(c.redis.reads.flights)
-		c.redis.reads.mu.Unlock()
+		flights := c.redis.p.Flights()
 		// Background work (a re-read of the invalidation marks, spawned by
 		// a hit when their trust is half gone) ends on its own, and
 		// unsubscribe confirmations arrive asynchronously: wait for both,
@@ -76,7 +74,7 @@ func TestResourcesStayBoundedOverManyKeys(t *testing.T) {
 			refreshing = 0
 			c.refreshing.Range(func(any, any) bool { refreshing++; return true })
 			// Less the invalidation channel, subscribed for good.
-			waitSubs = c.redis.notify.Subscriptions() - 1
+			waitSubs = c.redis.p.Notifier().Subscriptions() - 1
 			if refreshing == 0 && waitSubs == 0 || time.Now().After(deadline) {
 				break
 			}

@@ -318,7 +318,7 @@ func TestCancellationEndsTheCallAtOnce(t *testing.T) {
 			// hit-path read, Get and GetOrCompute's first GET, is shared
 			// and, without a deadline, notices a cancellation only when
 			// the read ends, within one budget: documented in
-			// read_group.go, so not asserted here.)
+			// internal/redisstore/group.go, so not asserted here.)
 			calls := []struct {
 				name string
 				call func(ctx context.Context) error

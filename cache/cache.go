@@ -134,15 +134,16 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if size := l1Size[V](opts.L1Size); size > 0 {
 		c.l1 = newL1[V](size, opts.L1MaxBytes, opts.L1TTL)
 		c.id = strconv.FormatUint(rand.Uint64(), 36)
-		rs.notify.OnReset = func() {
+		rs.p.Origin = c.id
+		rs.p.Notifier().OnReset = func() {
 			c.synced.Store(false)
 			c.l1.clears.Add(1)
-			rs.reads.forgetAll() // before the clear: see invalidated
+			rs.p.ForgetAll() // before the clear: see invalidated
 			c.l1.clear()
 		}
-		rs.notify.OnListening = func() {
+		rs.p.Notifier().OnListening = func() {
 			if !c.synced.Swap(true) {
-				rs.reads.forgetAll()
+				rs.p.ForgetAll()
 				c.l1.clear() // what was put while unsubscribed cannot be vouched for
 			}
 		}
@@ -155,7 +156,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
-			_ = rs.notify.Listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
+			_ = rs.p.Notifier().Listen(c.bgCtx, c.invalidationChannel(), c.invalidated)
 		}()
 	}
 	if plain {
@@ -165,8 +166,8 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		// the PUBLISH and unordered with their replies; nor on a Ring; nor
 		// behind Sentinel, whose failover moves the commands to the new
 		// master and leaves the subscription where it was.
-		c.marks.Session = rs.notify.Session
-		rs.notify.Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.Mono, func(session uint64, sent int64) {
+		c.marks.Session = rs.p.Notifier().Session
+		rs.p.Notifier().Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.Mono, func(session uint64, sent int64) {
 			c.marks.Beaten(session, sent)
 			// A heartbeat's answer comes whatever the traffic: it shows
 			// Redis answering and can raise the budget's round trip, so a
@@ -174,7 +175,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 			// slow does not take its first slow step for silence (issue
 			// 30; see Budget.Heard).
 			if c.marks.Clock == nil {
-				rs.budget.Heard(time.Duration(c.marks.Mono() - sent))
+				rs.p.Budget().Heard(time.Duration(c.marks.Mono() - sent))
 			}
 		})
 	}
@@ -254,7 +255,7 @@ func (c *Cache[V]) invalidated(payload string) {
 	// start from now on must not join it. Forgotten before the floor rises,
 	// so that a read whose version is at or past the new floor (whose put
 	// L1 accepts) starts its own GET, sent after the announcement came.
-	c.redis.reads.forget(key)
+	c.redis.p.Forget(key)
 	c.l1.invalidate(key)
 }
 

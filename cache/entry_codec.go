@@ -85,10 +85,10 @@ func (c *Cache[V]) encodeEntryRaw(e entry[V], raw string) ([]byte, error) {
 // is not found, and counted when count is set (re-reads of an entry already
 // counted do not count it again).
 func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count bool) (e entry[V], found bool, err error) {
-	if !r.found {
+	if !r.Found {
 		return e, false, nil
 	}
-	s := r.s
+	s := r.Envelope
 	// A read-only view of the reply, saving a copy per hit: the envelope
 	// decoder and Codec.Unmarshal must not modify data or keep it.
 	b := unsafe.Slice(unsafe.StringData(s), len(s))

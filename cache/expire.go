@@ -2,22 +2,12 @@ package cache
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 	"unsafe"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/stampede-go/stampede/cache/internal/envelope"
-	"github.com/stampede-go/stampede/cache/internal/redisstep"
-	"github.com/stampede-go/stampede/cache/internal/scripts"
 	"github.com/stampede-go/stampede/stale"
 )
-
-// expireTries bounds the read and compare-and-set rounds of a Redis
-// Expire racing writes to the key; past them it deletes the key.
-const expireTries = 3
 
 // Expire is the single-key [Cache.ExpireTags]: key's value becomes expired
 // instead of missing. The next call recomputes it, and the value may still
@@ -80,38 +70,11 @@ func (s *localStore[V]) expire(k keys) {
 	s.wakeLocked(k.Key)
 }
 
-// expire is Expire on Redis: read the envelope, end its windows, and write
-// it back only if unchanged (a compare-and-set that also takes the lease
-// away and announces like Delete); a key that keeps changing is deleted.
+// expire is Expire on Redis (redisstore.Store.Expire): read the envelope,
+// end its windows (expiredEnvelope), and write it back only if unchanged; a
+// key that keeps changing is deleted.
 func (s *redisStore[V]) expire(ctx context.Context, k keys) error {
-	for range expireTries {
-		cur, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (string, error) {
-			v, err := s.rdb.Get(ctx, k.Value).Result()
-			if errors.Is(err, redis.Nil) {
-				return "", nil
-			}
-			return v, err
-		})
-		if err != nil {
-			s.redisFailed(ctx, err)
-			return fmt.Errorf("cache: expire %s: %w", k.Value, err)
-		}
-		next := s.expiredEnvelope(cur)
-		n, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return scripts.Expire.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, cur, next, k.Channel(),
-				s.c.invalidationChannel(), s.c.id+" "+k.Key, s.shardArg()).Int64()
-		})
-		if err != nil {
-			s.redisFailed(ctx, err)
-			return fmt.Errorf("cache: expire %s: %w", k.Value, err)
-		}
-		if n == 1 {
-			s.redisOK(ctx)
-			s.reads.forget(k.Key)
-			return nil
-		}
-	}
-	return s.delete(ctx, k) // written to again and again: expire harder
+	return s.p.Expire(ctx, k, s.expiredEnvelope)
 }
 
 // expiredEnvelope returns the envelope cur with its windows ended now, or

@@ -38,7 +38,7 @@ func RedisBudget[V any](c *Cache[V]) time.Duration {
 	if c.redis == nil {
 		return 0
 	}
-	return c.redis.budget.Step()
+	return c.redis.p.Budget().Step()
 }
 
 // L1Size is how many entries c's L1 holds at most (0: L1 is off).

@@ -16,9 +16,3 @@ func hitKeys(key string) keys { return rediskey.Hit(key) }
 func (c *Cache[V]) keysForMany(names []string) []keys {
 	return rediskey.ForMany(c.opts.Namespace, names)
 }
-
-// invKey is the namespace's invalidation counter and Clear mark, {ns}:inv.
-func (c *Cache[V]) invKey() string { return rediskey.Inv(c.opts.Namespace) }
-
-// markKey is tag's mark, {ns:tag}:t, or the namespace's for "".
-func (c *Cache[V]) markKey(tag string) string { return rediskey.Mark(c.opts.Namespace, tag) }

@@ -1,171 +1,25 @@
 package cache
 
+// The counter and the marks in Redis as the seam sees them: the steps are
+// internal/redisstore's (marks.go there), with no value to decode.
+
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"strconv"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache/internal/marks"
-	"github.com/stampede-go/stampede/cache/internal/redisstep"
-	"github.com/stampede-go/stampede/cache/internal/scripts"
 )
 
-// markField is the field of a mark hash an invalidation raises.
-func markField(soft bool) string {
-	if soft {
-		return "s"
-	}
-	return "h"
-}
+// readGen implements [store]: one HGET, and the counter restored past the
+// marks' floor when Redis lost it.
+func (s *redisStore[V]) readGen(ctx context.Context) (uint64, error) { return s.p.ReadGen(ctx) }
 
-// parseGen reads a counter or mark field: missing is 0.
-func parseGen(v any) (uint64, error) {
-	switch v := v.(type) {
-	case nil:
-		return 0, nil
-	case string:
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("cache: invalidation counter %q: %w", v, err)
-		}
-		return n, nil
-	}
-	return 0, fmt.Errorf("cache: invalidation counter: unexpected %T", v)
-}
-
-// genOf reads an HGET of the counter.
-func genOf(cmd *redis.StringCmd) (uint64, error) {
-	v, err := cmd.Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	}
-	return parseGen(v)
-}
-
-// readGen implements [store]: one HGET (and the counter restored when
-// Redis lost it, see restored).
-func (s *redisStore[V]) readGen(ctx context.Context) (uint64, error) {
-	gen, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (uint64, error) {
-		return genOf(s.rdb.HGet(ctx, s.c.invKey(), "g"))
-	})
-	if err == nil {
-		gen, err = s.restored(ctx, gen)
-	}
-	if err != nil {
-		s.redisFailed(ctx, err)
-		return 0, fmt.Errorf("cache: read %s: %w", s.c.invKey(), err)
-	}
-	return gen, nil
-}
-
-// restored returns gen, the counter as just read for a compute or a Set
-// about to begin, or, when it is below the highest generation this process
-// has seen (Redis lost data, or the read was stale), the counter restored
-// past that in one more round trip: a value stamped below the marks this
-// process holds would be refused by them (see internal/marks, "Across a loss of
-// Redis's data"). The caller counts an error towards the breaker.
-func (s *redisStore[V]) restored(ctx context.Context, gen uint64) (uint64, error) {
-	floor := s.c.marks.Floor()
-	if gen >= floor {
-		s.c.marks.Saw(gen)
-		return gen, nil
-	}
-	got, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-		return scripts.Counter.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 0).Int64()
-	})
-	if err != nil {
-		return 0, fmt.Errorf("cache: restore %s past %d: %w", s.c.invKey(), floor, err)
-	}
-	s.c.marks.Saw(uint64(got))
-	s.c.logRare(ctx, slog.LevelInfo, "stampede: invalidation counter read below what this process has seen (Redis lost data, or the read crossed an invalidation); restored", "",
-		fmt.Errorf("read %d, restored to %d", gen, got))
-	return uint64(got), nil
-}
-
-// readMarks implements [store]: a pipeline of HMGETs (the marks live in
-// their tags' own slots; go-redis sends each node its part at once).
+// readMarks implements [store]: a pipeline of HMGETs.
 func (s *redisStore[V]) readMarks(ctx context.Context, tags []string) ([]marks.Mark, error) {
-	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.SliceCmd, error) {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.SliceCmd, len(tags))
-		for i, t := range tags {
-			cmds[i] = pipe.HMGet(ctx, s.c.markKey(t), "h", "s")
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
-	})
-	if err != nil {
-		s.redisFailed(ctx, err)
-		return nil, fmt.Errorf("cache: read %d invalidation marks: %w", len(tags), err)
-	}
-	out := make([]marks.Mark, len(tags))
-	for i, cmd := range cmds {
-		v := cmd.Val()
-		if len(v) != 2 {
-			return nil, fmt.Errorf("cache: read invalidation mark: unexpected reply %v", v)
-		}
-		var err1, err2 error
-		out[i].Hard, err1 = parseGen(v[0])
-		out[i].Soft, err2 = parseGen(v[1])
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return s.p.ReadMarks(ctx, tags)
 }
 
-// invalidate implements [store]. Clear is one script on the namespace's
-// key; tags take two round trips: the counter moved on (counter.lua), then
-// a pipeline of one mark script per tag (each in its tag's slot) and the
-// announcement, and one more such pipeline per markBatch tags past the
-// first markBatch. A failed batch ends the invalidation: the batches before
-// it are written, it may be in part, the next ones are not.
+// invalidate implements [store]: Clear's script, or the counter moved on
+// and the tags' marks raised in batches with their announcements.
 func (s *redisStore[V]) invalidate(ctx context.Context, tags []string, soft bool) (uint64, error) {
-	field := markField(soft)
-	floor := s.c.marks.Floor()
-	if tags == nil {
-		res, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-			return scripts.Clear.Run(ctx, s.rdb, []string{s.c.invKey()}, field, s.c.invalidationChannel(), "\x00"+field+" ", floor).Int64()
-		})
-		if err != nil {
-			s.redisFailed(ctx, err)
-			return 0, fmt.Errorf("cache: clear %s (its mark may be raised): %w", s.c.invKey(), err)
-		}
-		return uint64(res), nil
-	}
-	gen, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
-		return scripts.Counter.Run(ctx, s.rdb, []string{s.c.invKey()}, floor, 1).Int64()
-	})
-	if err != nil {
-		s.redisFailed(ctx, err)
-		return 0, fmt.Errorf("cache: invalidate: move %s on (nothing invalidated): %w", s.c.invKey(), err)
-	}
-	for done := 0; done < len(tags); done += markBatch {
-		batch := tags[done:min(done+markBatch, len(tags))]
-		if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]redis.Cmder, error) {
-			pipe := s.rdb.Pipeline()
-			for _, t := range batch {
-				scripts.Mark.Eval(ctx, pipe, []string{s.c.markKey(t)}, field, gen)
-			}
-			pipe.Publish(ctx, s.c.invalidationChannel(), marks.Announcement(batch, uint64(gen), soft))
-			return pipe.Exec(ctx)
-		}); err != nil {
-			s.redisFailed(ctx, err)
-			return 0, fmt.Errorf("cache: invalidate %d tags: the marks of the first %d raised, of the next %d maybe in part, of the last %d not: %w",
-				len(tags), done, len(batch), len(tags)-done-len(batch), err)
-		}
-	}
-	return uint64(gen), nil
+	return s.p.Invalidate(ctx, tags, soft)
 }
-
-// markBatch is how many tags' marks one round trip of an invalidation
-// raises: the tags of a larger invalidation are raised in batches, one
-// round trip each, bounding the pipeline and the announcement.
-const markBatch = 128

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stampede-go/stampede/cache/internal/redisstore"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -43,15 +44,16 @@ func TestReadAfterInvalidationDoesNotJoinOlderGET(t *testing.T) {
 	// B's first GET is answered by Redis, then held up until release.
 	answered, release := make(chan struct{}), make(chan struct{})
 	var held atomic.Bool
-	get := b.redis.getFn
-	b.redis.getFn = func(ctx context.Context, key string) (reply, error) {
-		r, err := get(ctx, key)
-		if held.CompareAndSwap(false, true) {
-			close(answered)
-			<-release
+	b.redis.p.WrapGet(func(get redisstore.GetFunc) redisstore.GetFunc {
+		return func(ctx context.Context, key string) (reply, error) {
+			r, err := get(ctx, key)
+			if held.CompareAndSwap(false, true) {
+				close(answered)
+				<-release
+			}
+			return r, err
 		}
-		return r, err
-	}
+	})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	defer unblock()

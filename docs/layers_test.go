@@ -58,6 +58,14 @@ var layer = map[string][]string{
 	// share a read among its callers with singleflight, a leaf of the
 	// library below cache (design.md says why it is allowed here).
 	"cache/internal/marks": {"singleflight", "cache/internal/envelope"},
+	// The Redis protocol's steps, in envelopes: they read the marks' floor
+	// and make their announcement (marks), run within a budget
+	// (redisstep), and never look inside an envelope (no envelope), nor
+	// reach a decision: what they meet goes to cache through its hooks.
+	"cache/internal/redisstore": {
+		"cache/internal/marks", "cache/internal/notify", "cache/internal/rediskey",
+		"cache/internal/redisstep", "cache/internal/retry", "cache/internal/scripts",
+	},
 }
 
 // libraryModules are the only modules outside the standard library that the
@@ -196,6 +204,14 @@ func TestLayerTableSelfCheck(t *testing.T) {
 		{"cache/internal/marks", "cache/internal/redisstep", false},
 		{"cache/internal/marks", "cache/internal/scripts", false},
 		{"cache/internal/marks", "stale", false},
+		{"cache", "cache/internal/redisstore", true},
+		{"cache/internal/redisstore", "cache", false},
+		{"cache/internal/redisstore", "cache/internal/scripts", true},
+		{"cache/internal/redisstore", "cache/internal/redisstep", true},
+		{"cache/internal/redisstore", "cache/internal/marks", true},
+		{"cache/internal/redisstore", "cache/internal/envelope", false},
+		{"cache/internal/redisstore", "singleflight", false},
+		{"cache/internal/redisstore", "lease", false},
 		{"lease", "cache", false},
 		{"middleware", "cache", true},
 		{"singleflight", "stale", false},

@@ -91,9 +91,10 @@
 // checks an entry against them; heartbeat.go is their trust by the
 // subscription's heartbeats; announce.go applies and encodes an
 // invalidation's announcement. The Redis half (the reads and writes of the
-// counter and the marks, their budgets and the breaker's accounting) stays
-// in cache's redis_marks.go, handed in as Marks.Read and Marks.Available,
-// and cache's tags.go validates the tags.
+// counter and the marks, within their budgets) is cache/internal/redisstore's
+// marks.go, which reports failures to cache's breaker; cache hands its read
+// in as Marks.Read and the breaker's verdict as Marks.Available, and cache's
+// tags.go validates the tags.
 package marks
 
 import (

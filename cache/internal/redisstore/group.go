@@ -1,4 +1,4 @@
-package cache
+package redisstore
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type readFlight struct {
 	// until is when the GET ends at the latest (its start plus within,
 	// plus readSlack); zero when within is.
 	until time.Time
-	r     reply
+	r     Reply
 	err   error
 }
 
@@ -68,7 +68,7 @@ func (g *readGroup) forgetAll() {
 
 // do returns the reply of get(key): one already in flight, or one started
 // now; or ctx's error when ctx ends first.
-func (g *readGroup) do(ctx context.Context, key string, get func(context.Context, string) (reply, error)) (reply, error) {
+func (g *readGroup) do(ctx context.Context, key string, get func(context.Context, string) (Reply, error)) (Reply, error) {
 	dl, bounded := ctx.Deadline()
 	g.mu.Lock()
 	f, ok := g.flights[key]
@@ -99,7 +99,7 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 	case <-f.done:
 		return f.r, f.err
 	case <-ctx.Done():
-		return reply{}, context.Cause(ctx)
+		return Reply{}, context.Cause(ctx)
 	}
 }
 
@@ -115,7 +115,7 @@ func (f *readFlight) patient(dl time.Time) bool {
 	return !f.until.IsZero() && !dl.Before(f.until)
 }
 
-func (g *readGroup) run(ctx context.Context, key string, f *readFlight, get func(context.Context, string) (reply, error)) {
+func (g *readGroup) run(ctx context.Context, key string, f *readFlight, get func(context.Context, string) (Reply, error)) {
 	defer func() {
 		g.mu.Lock()
 		if g.flights[key] == f {
