@@ -144,7 +144,9 @@ type Filled struct {
 }
 
 // FillMany stores fills under their claims, in one round trip, releases
-// the claims, and hands each fill's fate to each, in order: one fill
+// the claims, and hands each fill's fate to each, in order (a fill with a
+// nil Envelope is skipped: nothing is sent for it and each is not called
+// for it; its caller releases its claim itself): one fill
 // script per entry (EVALSHA for one, a pipeline of EVAL for several: a
 // pipeline cannot fall back on NOSCRIPT). A fill that fails on a Redis
 // error is retried in the background (see refill) unless ctx ended.
