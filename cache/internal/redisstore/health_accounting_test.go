@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/cache/internal/rediskey"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
@@ -32,29 +30,12 @@ func deadStore(t *testing.T) (*Store, *reports, string, *[]string) {
 	r := &reports{}
 	var spawnMu sync.Mutex
 	spawned := new([]string)
-	s := New(rdb, Config{
-		Namespace: ns, InvalidationChannel: "stampede:{" + ns + "}:invalidate",
-		RedisTimeout: time.Second, WaitTimeout: time.Second, LeaseTTL: 3 * time.Second, KeepFor: time.Second,
-		ErrRedisTimeout: errors.New("test: timeout"), ErrClosed: errors.New("test: closed"),
-		Marks: &marks.Marks{Trust: time.Second, Base: time.Now()},
-	}, Hooks{
-		Failed:    func(context.Context, error) { r.add(func() { r.failed++ }) },
-		Noted:     func(context.Context, error) { r.add(func() { r.noted++ }) },
-		OK:        func(context.Context) { r.add(func() { r.ok++ }) },
-		Rejected:  func(_ context.Context, k string) { r.add(func() { r.rejected = append(r.rejected, k) }) },
-		Extended:  func(_ context.Context, k string) { r.add(func() { r.extended = append(r.extended, k) }) },
-		LeaseLost: func(k string, _ error) { r.add(func() { r.leaseLost = append(r.leaseLost, k) }) },
-		Refilled:  func(k string) { r.add(func() { r.refilled = append(r.refilled, k) }) },
-		FencedOut: func(context.Context, string) {},
-		// Recorded, not run: the refill's retries are not under test.
-		Spawn: func(name string, _ func(context.Context)) {
-			spawnMu.Lock()
-			defer spawnMu.Unlock()
-			*spawned = append(*spawned, name)
-		},
-		Log: func(context.Context, slog.Level, string, string, error, ...slog.Attr) {},
+	// Recorded, not run: the refill's retries are not under test.
+	s := storeOn(t, rdb, ns, r, func(name string, _ func(context.Context)) {
+		spawnMu.Lock()
+		defer spawnMu.Unlock()
+		*spawned = append(*spawned, name)
 	})
-	t.Cleanup(func() { _ = s.Close() })
 	return s, r, ns, spawned
 }
 

@@ -34,9 +34,24 @@ func (r *reports) add(f func()) {
 // newStore returns a store on a fresh namespace of the test's Redis.
 func newStore(t *testing.T) (*Store, *reports, string) {
 	t.Helper()
-	rdb := redistest.Client(t)
 	ns := redistest.Prefix(t)
 	r := &reports{}
+	// Background work runs as the cache runs it: cancelled and waited for
+	// at the end, after the store's Close (cleanups run last first).
+	var bg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); bg.Wait() })
+	s := storeOn(t, redistest.Client(t), ns, r, func(_ string, work func(context.Context)) {
+		bg.Go(func() { work(ctx) })
+	})
+	s.Origin = "me"
+	return s, r, ns
+}
+
+// storeOn returns a Store of namespace ns on rdb, closed at cleanup, whose
+// hooks report to r and whose background work goes to spawn.
+func storeOn(t *testing.T, rdb redis.UniversalClient, ns string, r *reports, spawn func(string, func(context.Context))) *Store {
+	t.Helper()
 	s := New(rdb, Config{
 		Namespace: ns, InvalidationChannel: "stampede:{" + ns + "}:invalidate",
 		RedisTimeout: time.Second, WaitTimeout: time.Second, LeaseTTL: 3 * time.Second, KeepFor: time.Second,
@@ -51,12 +66,11 @@ func newStore(t *testing.T) (*Store, *reports, string) {
 		LeaseLost: func(k string, _ error) { r.add(func() { r.leaseLost = append(r.leaseLost, k) }) },
 		Refilled:  func(k string) { r.add(func() { r.refilled = append(r.refilled, k) }) },
 		FencedOut: func(context.Context, string) {},
-		Spawn:     func(_ string, work func(context.Context)) { go work(context.Background()) },
+		Spawn:     spawn,
 		Log:       func(context.Context, slog.Level, string, string, error, ...slog.Attr) {},
 	})
-	s.Origin = "me"
 	t.Cleanup(func() { _ = s.Close() })
-	return s, r, ns
+	return s
 }
 
 // A claim won reads the key's envelope with it; a second claim finds the
