@@ -39,18 +39,6 @@ const shortBudget = 100 * time.Millisecond
 // testRedisTimeout is the budget of the suite's other caches.
 const testRedisTimeout = 2 * time.Second
 
-// refusingAddr returns a loopback address where nothing listens.
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
 // silentAddr returns a loopback address that accepts connections and never
 // answers on them, as a hung Redis or a half-dead host does.
 func silentAddr(t *testing.T) string {
@@ -141,7 +129,7 @@ func TestBudgetBoundsEveryCallWhenRedisIsDown(t *testing.T) {
 	for _, down := range []struct {
 		name string
 		addr func(*testing.T) string
-	}{{"refusing", refusingAddr}, {"silent", silentAddr}} {
+	}{{"refusing", func(t *testing.T) string { return redistest.RefusingAddr(t) }}, {"silent", silentAddr}} {
 		for _, cfg := range clientConfigs {
 			t.Run(down.name+"/"+cfg.name, func(t *testing.T) {
 				addr := down.addr(t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -440,13 +439,7 @@ func TestPurgeHandlerRejectsBadInput(t *testing.T) {
 // A purge Redis cannot take is not guaranteed: Purge says so with
 // cache.ErrUnavailable, the purge handler with a 503.
 func TestPurgeWithoutRedisIsUnavailable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: connections are refused
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.RefusingAddr(t), MaxRetries: -1}) // connections refused
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := newResponses(t, rdb, cache.Options{TTL: time.Hour})
 	if err := middleware.Purge(t.Context(), c, "a"); !errors.Is(err, cache.ErrUnavailable) {

@@ -339,3 +339,16 @@ func Independent(t testing.TB, n int) ([]*redisserver.Server, []*redis.Client) {
 	}
 	return servers, clients
 }
+
+// RefusingAddr returns a loopback address where nothing listens: a client
+// pointed at it has its connections refused (Redis down, not silent).
+func RefusingAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}

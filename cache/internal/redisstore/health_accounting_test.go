@@ -18,13 +18,7 @@ import (
 // deadStore is newStore on an address nothing listens on.
 func deadStore(t *testing.T) (*Store, *reports, string, *[]string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.RefusingAddr(t), MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ns := redistest.Prefix(t)
 	r := &reports{}
