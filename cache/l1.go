@@ -9,7 +9,8 @@ import (
 	"github.com/stampede-go/stampede/cache/internal/clockmap"
 )
 
-// l1 is the optional in-process tier in front of Redis. Entries keep the
+// l1 is the in-process tier in front of Redis (see Options.L1Size for when
+// it is on). Entries keep the
 // envelope's windows and expire after L1TTL at the latest, never past their
 // fresh window. A value handed out from it is shared between callers.
 //
