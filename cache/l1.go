@@ -10,9 +10,9 @@ import (
 )
 
 // l1 is the in-process tier in front of Redis (see Options.L1Size for when
-// it is on). Entries keep the
-// envelope's windows and expire after L1TTL at the latest, never past their
-// fresh window. A value handed out from it is shared between callers.
+// it is on). Entries keep the envelope's windows and expire after L1TTL at
+// the latest, never past their fresh window. A value handed out from it is
+// shared between callers.
 //
 // Versions keep an invalidated value out: every put carries the version
 // that [l1.version] gave before the read that produced the entry started,
