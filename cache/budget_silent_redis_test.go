@@ -52,6 +52,7 @@ var goRedisOptionSets = []struct {
 func TestBudgetBoundsEveryPathUnderEveryClientOption(t *testing.T) {
 	for _, cfg := range goRedisOptionSets {
 		t.Run(cfg.name, func(t *testing.T) {
+			t.Parallel() // each against its own silent address; the calls wait, they do not compute
 			rdb := redis.NewClient(cfg.opts(silentAddr(t)))
 			t.Cleanup(func() { _ = rdb.Close() })
 			c, err := cache.New[string](rdb, cache.Options{

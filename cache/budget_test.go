@@ -132,6 +132,7 @@ func TestBudgetBoundsEveryCallWhenRedisIsDown(t *testing.T) {
 	}{{"refusing", func(t *testing.T) string { return redistest.RefusingAddr(t) }}, {"silent", silentAddr}} {
 		for _, cfg := range clientConfigs {
 			t.Run(down.name+"/"+cfg.name, func(t *testing.T) {
+				t.Parallel() // each against its own dead address; the calls mostly wait
 				addr := down.addr(t)
 				ctx := context.Background()
 				origin := func(ctx context.Context) (string, error) { return "v", nil }

@@ -46,6 +46,7 @@ func TestCallsAfterAnOutageAreNotDegraded(t *testing.T) {
 	} {
 		for _, cl := range recoveryClients {
 			t.Run(outage.name+"/"+cl.name, func(t *testing.T) {
+				t.Parallel() // each with a redis-server of its own
 				srv, err := redisserver.Start(redisserver.Options{})
 				if err != nil {
 					redistest.Server(t) // skips, or fails under CI
