@@ -48,3 +48,10 @@ func L1Size[V any](c *Cache[V]) int {
 	}
 	return c.l1.size
 }
+
+// Refreshing reports whether background work (a refresh) for key is in
+// flight on c: a stale read meanwhile starts none of its own.
+func Refreshing[V any](c *Cache[V], key string) bool {
+	_, ok := c.refreshing.Load(key)
+	return ok
+}

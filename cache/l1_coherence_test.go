@@ -166,6 +166,9 @@ func TestL1CoherenceAfterRefresh(t *testing.T) {
 			v, _, _ := b.Get(ctx, "k")
 			return v == versioned(want)
 		}, func() string { v, _, _ := b.Get(ctx, "k"); return "B serves " + v + ", want " + versioned(want) })
+		// The refresh has filled; its goroutine may still be ending, and a
+		// stale read meanwhile would start no refresh of its own.
+		pollFor(t, "A's refresh to end", 10*time.Second, time.Millisecond, func() bool { return !cache.Refreshing(a, "k") })
 	}
 }
 

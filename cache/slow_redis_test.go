@@ -71,6 +71,18 @@ func fleetRound(fleet []*cache.Cache[string], o *fleetOrigin, prefix string) []e
 	return errs
 }
 
+// skipUnderRace skips a slowFleet test under the race detector: it slows
+// each replica several times over, and on a shared 2-core machine a
+// replica starved of CPU sees a Redis that answers within the budget as
+// silent (the limit docs/operating.md states). CI runs these tests in its
+// pass without -race.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("timing against a 100 ms budget: the race detector starves the replicas; run without -race")
+	}
+}
+
 // slowFleet runs the fleet against a Redis that slow() made slow: first
 // rounds until one passes with no caller degraded (the replicas learn the
 // new round trip: until a first late reply comes, a Redis that went quiet
@@ -156,6 +168,7 @@ func slowFleetOn(t *testing.T, addr string, o func(string) *redis.Options) []*ca
 // before issue 30 every step ran out of its budget and every call computed
 // locally.
 func TestSlowRedisLatencyKeepsOneComputePerKey(t *testing.T) {
+	skipUnderRace(t)
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			p := newProxy(t)
@@ -180,6 +193,7 @@ return 1
 // reply can wait past the 100 ms budget, yet replies keep coming between
 // the loops.
 func TestSlowRedisBusyKeepsOneComputePerKey(t *testing.T) {
+	skipUnderRace(t)
 	fleet := slowFleetOn(t, redistest.Addr(t), clientConfigs[0].opts)
 	busy := redistest.Client(t)
 	stop := make(chan struct{})
