@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stampede-go/stampede/cache/internal/clockmap"
+	"github.com/stampede-go/stampede/cache/internal/marks"
 )
 
 // l1 is the in-process tier in front of Redis (see Options.L1Size for when
@@ -128,7 +129,7 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 	cost := int64(len(key) + e.size + l1EntryOverhead)
 	c.m.Update(key, now.UnixNano(), e, cost, exp, func(old clockmap.Trace, live bool) (clockmap.Op, clockmap.Trace) {
 		if live && old.Tick > version && (e.digest == 0 || old.Digest != e.digest) {
-			raise(floor, c.seq.Add(1))
+			marks.Raise(floor, c.seq.Add(1))
 			return clockmap.Remove, clockmap.Trace{}
 		}
 		// Decided under the key's lock: invalidate raises the floor before
@@ -144,7 +145,7 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 		}
 		stored = true
 		return clockmap.Store, t
-	}, func(evicted string) { raise(c.floor(evicted), c.seq.Add(1)) })
+	}, func(evicted string) { marks.Raise(c.floor(evicted), c.seq.Add(1)) })
 	return stored
 }
 
@@ -155,25 +156,15 @@ func (c *l1[V]) digest(envelope string) uint64 { return maphash.String(c.seed, e
 // invalidate drops key and keeps out every put of a read that started
 // before this call.
 func (c *l1[V]) invalidate(key string) {
-	raise(c.floor(key), c.seq.Add(1))
+	marks.Raise(c.floor(key), c.seq.Add(1))
 	c.m.Delete(key)
 }
 
 // clear drops everything and keeps out every put of a read that started
 // before: after missed invalidations nothing can be vouched for.
 func (c *l1[V]) clear() {
-	raise(&c.cleared, c.seq.Add(1))
+	marks.Raise(&c.cleared, c.seq.Add(1))
 	c.m.Clear()
-}
-
-// raise sets a to v unless it is already at least v.
-func raise(a *atomic.Uint64, v uint64) {
-	for {
-		cur := a.Load()
-		if cur >= v || a.CompareAndSwap(cur, v) {
-			return
-		}
-	}
 }
 
 func (c *l1[V]) len() int { return c.m.Len() }

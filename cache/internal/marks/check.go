@@ -128,7 +128,7 @@ func (m *Marks) refresh(ctx context.Context, tags []string) error {
 		for i, t := range tags {
 			s := m.slot(t)
 			s.raise(got[i], sent)
-			raise(&s.cov, cov)
+			Raise(&s.cov, cov)
 			m.Saw(max(got[i].Hard, got[i].Soft))
 		}
 		return struct{}{}, nil

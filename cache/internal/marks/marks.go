@@ -162,8 +162,8 @@ type markSlot struct {
 // which vouches for nothing). Marks are raised before sent, and read after
 // it, so whoever trusts sent sees marks at least as high.
 func (s *markSlot) raise(m Mark, sent int64) {
-	raise(&s.hard, m.Hard)
-	raise(&s.soft, m.Soft)
+	Raise(&s.hard, m.Hard)
+	Raise(&s.soft, m.Soft)
 	if sent > 0 {
 		for {
 			cur := s.sent.Load()
@@ -185,8 +185,9 @@ func (s *markSlot) against(gen uint64) State {
 	return Valid
 }
 
-// raise sets a to v unless it is already at least v.
-func raise(a *atomic.Uint64, v uint64) {
+// Raise sets a to v unless it is already at least v: a counter or floor
+// that only goes up (a mark here, L1's floors in cache).
+func Raise(a *atomic.Uint64, v uint64) {
 	for {
 		cur := a.Load()
 		if cur >= v || a.CompareAndSwap(cur, v) {
