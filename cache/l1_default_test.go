@@ -11,21 +11,6 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
-// l1Holds reports whether c keeps what it reads in L1: it reads key until
-// an L1 entry shows up (L1 fills only once invalidations are subscribed).
-func l1Holds[V any](t *testing.T, c *cache.Cache[V], v V) bool {
-	t.Helper()
-	ctx := context.Background()
-	fn := func(context.Context) (V, error) { return v, nil }
-	waitFor(t, "the invalidation subscription", func() bool {
-		if _, err := c.Fetch(ctx, "k", fn); err != nil {
-			t.Fatal(err)
-		}
-		return c.Stats().L1Entries > 0
-	})
-	return true
-}
-
 type plain struct {
 	N  int
 	S  string
@@ -65,7 +50,7 @@ func TestL1OnByDefaultForShareableValues(t *testing.T) {
 	// And the default L1 serves: a struct's hits come from it.
 	c := newCacheAsConfigured[plain](t, rdb, cache.Options{})
 	v := plain{N: 1, S: "s", At: time.Unix(1, 0).UTC(), A: [2]float64{1, 2}}
-	l1Holds(t, c, v)
+	waitForL1(t, c, "k", v)
 	before := c.Stats().L1Hits
 	r, err := c.Fetch(context.Background(), "k", func(context.Context) (plain, error) { return plain{}, nil })
 	same := r.Value.N == v.N && r.Value.S == v.S && r.Value.At.Equal(v.At) && r.Value.A == v.A // a decoded time.Time may carry another Location
@@ -80,9 +65,7 @@ func TestL1IsBoundedByBytes(t *testing.T) {
 	const bound = 64 << 10
 	c := newCacheAsConfigured[string](t, redistest.Client(t), cache.Options{L1MaxBytes: bound})
 	ctx := context.Background()
-	if !l1Holds(t, c, "warm") {
-		t.Fatal("L1 is off")
-	}
+	waitForL1(t, c, "warm", "warm")
 	value := strings.Repeat("x", 1024)
 	for i := range 1000 {
 		if _, err := c.GetOrCompute(ctx, fmt.Sprint("k", i), func(context.Context) (string, error) { return value, nil }); err != nil {

@@ -24,11 +24,7 @@ func TestXFetchPicksL1Hits(t *testing.T) {
 				// L1 fills once the invalidation subscription is up: wait for
 				// it on another key, so that k's first compute goes into L1
 				// and every later read of k is an L1 hit.
-				warm := &origin[int]{value: 0}
-				waitFor(t, "the invalidation subscription", func() bool {
-					_, _ = c.Fetch(ctx, "warm", warm.fn)
-					return c.Stats().L1Entries > 0
-				})
+				waitForL1(t, c, "warm", 0)
 				o := &origin[int]{value: 1, delay: 2 * time.Millisecond}
 				read := func() {
 					t.Helper()

@@ -11,14 +11,24 @@ import (
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
+// waitForL1 reads key, computing v, until c's L1 holds an entry: L1 fills
+// only once the invalidation subscription is up.
+func waitForL1[V any](t *testing.T, c *cache.Cache[V], key string, v V) {
+	t.Helper()
+	fn := func(context.Context) (V, error) { return v, nil }
+	waitFor(t, "the invalidation subscription", func() bool {
+		if _, err := c.Fetch(context.Background(), key, fn); err != nil {
+			t.Fatal(err)
+		}
+		return c.Stats().L1Entries > 0
+	})
+}
+
 func TestL1HitsWithoutRedis(t *testing.T) {
 	c := newCache[string](t, redistest.Client(t), cache.Options{L1Size: 100})
 	ctx := context.Background()
 	o := &origin[string]{value: "v"}
-	waitFor(t, "the invalidation subscription", func() bool {
-		_, _ = c.Fetch(ctx, "warm", o.fn) // L1 fills only once invalidations are subscribed
-		return c.Stats().L1Entries > 0
-	})
+	waitForL1(t, c, "warm", "v")
 	if _, err := c.Fetch(ctx, "k", o.fn); err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +123,7 @@ func TestL1ValuesAreShared(t *testing.T) {
 func TestL1IsBounded(t *testing.T) {
 	c := newCache[int](t, redistest.Client(t), cache.Options{L1Size: 32})
 	ctx := context.Background()
-	waitFor(t, "an L1 entry", func() bool {
-		_, _ = c.Fetch(ctx, "warm", func(context.Context) (int, error) { return 0, nil })
-		return c.Stats().L1Entries > 0
-	})
+	waitForL1(t, c, "warm", 0)
 	for i := range 1000 {
 		if _, err := c.GetOrCompute(ctx, fmt.Sprint("k", i), func(context.Context) (int, error) { return i, nil }); err != nil {
 			t.Fatal(err)
