@@ -51,12 +51,19 @@ func TestL1OnByDefaultForShareableValues(t *testing.T) {
 	c := newCacheAsConfigured[plain](t, rdb, cache.Options{})
 	v := plain{N: 1, S: "s", At: time.Unix(1, 0).UTC(), A: [2]float64{1, 2}}
 	waitForL1(t, c, "k", v)
-	before := c.Stats().L1Hits
-	r, err := c.Fetch(context.Background(), "k", func(context.Context) (plain, error) { return plain{}, nil })
-	same := r.Value.N == v.N && r.Value.S == v.S && r.Value.At.Equal(v.At) && r.Value.A == v.A // a decoded time.Time may carry another Location
-	if err != nil || r.Outcome != cache.Hit || !same || c.Stats().L1Hits != before+1 {
-		t.Fatalf("a default cache's second read: %+v, %v, L1 hits %d → %d; want v from L1", r, err, before, c.Stats().L1Hits)
-	}
+	// An L1 entry answers only while the invalidation marks are vouched
+	// for; on a starved machine a read may find them not yet and go to
+	// Redis, so the reads repeat until one is an L1 hit.
+	fn := func(context.Context) (plain, error) { return plain{}, nil }
+	waitFor(t, "a read answered from L1", func() bool {
+		before := c.Stats().L1Hits
+		r, err := c.Fetch(context.Background(), "k", fn)
+		same := r.Value.N == v.N && r.Value.S == v.S && r.Value.At.Equal(v.At) && r.Value.A == v.A // a decoded time.Time may carry another Location
+		if err != nil || r.Outcome != cache.Hit || !same {
+			t.Fatalf("a default cache's read: %+v, %v; want v", r, err)
+		}
+		return c.Stats().L1Hits == before+1
+	})
 }
 
 // TestL1IsBoundedByBytes pins L1MaxBytes: 1,000 values of 1 KiB each never
