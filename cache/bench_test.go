@@ -187,3 +187,35 @@ func BenchmarkBatchHits(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkProcessLocalHit: a hit in process-local mode (no Redis), one
+// goroutine and 8 in parallel, on one key: the local store's read and the
+// freshness switch, nothing decoded.
+func BenchmarkProcessLocalHit(b *testing.B) {
+	ctx := context.Background()
+	c := newCache[benchValue](b, nil, cache.Options{TTL: time.Hour})
+	fn := func(context.Context) (benchValue, error) { return benchVal, nil }
+	if _, err := c.GetOrCompute(ctx, "hot", fn); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("par=1", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.GetOrCompute(ctx, "hot", fn); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("par=8", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := c.GetOrCompute(ctx, "hot", fn); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

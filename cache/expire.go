@@ -52,24 +52,6 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// expire is Expire on the local store: the entry's windows end now, and a
-// claim in flight is taken away.
-func (s *localStore[V]) expire(k keys) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.claims, k.Key) // the compute in flight, if any, is fenced out
-	now := s.now()
-	if e, ok := s.entries.Get(k.Key, now.UnixNano()); ok {
-		if w, keep := expireWindows(e.w, e.failSafe, now); keep && !e.negative {
-			e.w = w
-			s.entries.Put(k.Key, e, e.w.ErrorUntil.UnixNano())
-		} else {
-			s.entries.Delete(k.Key)
-		}
-	}
-	s.wakeLocked(k.Key)
-}
-
 // expire is Expire on Redis (redisstore.Store.Expire): read the envelope,
 // end its windows (expiredEnvelope), and write it back only if unchanged; a
 // key that keeps changing is deleted.

@@ -93,7 +93,7 @@ func (c *Cache[V]) Stats() Stats {
 		BreakerOpen: c.brk.Open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.local != nil {
-		st.LocalEntries = c.local.entries.Len()
+		st.LocalEntries = c.local.len()
 	}
 	if c.l1 != nil {
 		st.L1Clears, st.L1Entries = uint64(c.l1.clears.Load()), c.l1.len()

@@ -58,6 +58,9 @@ var layer = map[string][]string{
 	// share a read among its callers with singleflight, a leaf of the
 	// library below cache (design.md says why it is allowed here).
 	"cache/internal/marks": {"singleflight", "cache/internal/envelope"},
+	// The process-local store: entries of a type it never looks inside,
+	// in the bounded map, with the leases' fence.
+	"cache/internal/localstore": {"cache/internal/clockmap"},
 	// The Redis protocol's steps, in envelopes: they read the marks' floor
 	// and make their announcement (marks), run within a budget
 	// (redisstep), and never look inside an envelope (no envelope), nor
