@@ -1,7 +1,7 @@
 package middleware_test
 
-// HEAD with chi, as docs/http.md says to write it, is answered from the GET
-// entry.
+// HEAD is answered from the GET entry, and a HEAD miss stores the GET body
+// for later GETs; with chi too, as docs/http.md says to write it.
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	chimiddleware "github.com/go-chi/chi/v5/middleware"
+
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
 	"github.com/stampede-go/stampede/middleware"
@@ -49,5 +50,22 @@ func TestHeadWithChi(t *testing.T) {
 	t.Cleanup(srv2.Close)
 	if r := do(t, http.MethodHead, srv2.URL+"/reports/7", nil); r.status != http.StatusMethodNotAllowed {
 		t.Fatalf("HEAD without GetHead: %d", r.status)
+	}
+}
+
+func TestHeadServedFromGetEntry(t *testing.T) {
+	h := &counting{}
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
+	g := get(t, srv.URL+"/h", nil)
+	head := do(t, http.MethodHead, srv.URL+"/h", nil)
+	if head.body != "" || head.header.Get("X-Cache") != "HIT" || head.header.Get("Content-Length") != fmt.Sprint(len(g.body)) {
+		t.Fatalf("HEAD: %q %v", head.body, head.header)
+	}
+	// A HEAD miss stores the GET body for later GETs.
+	h2 := &counting{}
+	srv2 := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h2)
+	do(t, http.MethodHead, srv2.URL+"/h", nil)
+	if r := get(t, srv2.URL+"/h", nil); r.header.Get("X-Cache") != "HIT" || r.body != "run 1 for /h" {
+		t.Fatalf("GET after HEAD miss: %s %q", r.header.Get("X-Cache"), r.body)
 	}
 }

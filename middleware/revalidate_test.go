@@ -211,3 +211,63 @@ func TestSoftTimeoutNeverAnswersMustRevalidateStale(t *testing.T) {
 		})
 	}
 }
+
+// RFC 9111 §4.3: an entry refreshed with its validators is revalidated, not
+// re-sent: the handler's 304 freshens the stored response (its headers
+// updated per §3.2 and §4.3.4, its body kept).
+func TestConditionalRefresh(t *testing.T) {
+	var full, notModified atomic.Int32
+	var sawINM, sawIMS atomic.Value
+	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		if inm := r.Header.Get("If-None-Match"); inm != "" {
+			sawINM.Store(inm)
+			sawIMS.Store(r.Header.Get("If-Modified-Since"))
+			if inm == `"v1"` {
+				notModified.Add(1)
+				w.Header().Set("Cache-Control", "max-age=3600")
+				w.Header().Set("X-Version", "revalidated")
+				w.Header().Set("Content-Length", "0")
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		full.Add(1)
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Last-Modified", "Fri, 02 Jan 2026 03:04:05 GMT")
+		w.Header().Set("X-Version", "first")
+		fmt.Fprint(w, "the full body")
+	}}
+	// Fresh for 1ms, then stale for an hour: the next request is answered
+	// stale and refreshes in the background.
+	c := newResponses(t, redistest.Client(t), cache.Options{})
+	srv := serve(t, c, middleware.Options{TTL: time.Millisecond, Stale: time.Hour}, h)
+	get(t, srv.URL+"/doc", nil)
+	for r := get(t, srv.URL+"/doc", nil); r.header.Get("X-Cache") != "STALE"; r = get(t, srv.URL+"/doc", nil) {
+		if r.header.Get("X-Cache") != "HIT" {
+			t.Fatalf("before the refresh: %s", r.header.Get("X-Cache"))
+		}
+	}
+	waitFramesGone(t, backgroundFrame)
+	if full.Load() != 1 || notModified.Load() != 1 || sawINM.Load() != `"v1"` || sawIMS.Load() != "Fri, 02 Jan 2026 03:04:05 GMT" {
+		t.Fatalf("full %d, 304 %d, If-None-Match %v, If-Modified-Since %v", full.Load(), notModified.Load(), sawINM.Load(), sawIMS.Load())
+	}
+	r := get(t, srv.URL+"/doc", nil)
+	if r.header.Get("X-Cache") != "HIT" || r.body != "the full body" || r.header.Get("X-Version") != "revalidated" ||
+		r.header.Get("ETag") != `"v1"` || r.header.Get("Cache-Control") != "max-age=3600" {
+		t.Fatalf("after the 304: %s %q %v", r.header.Get("X-Cache"), r.body, r.header)
+	}
+	// The middleware's own ETag is not sent to the handler as a validator.
+	sawINM.Store("")
+	h2 := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		sawINM.Store(r.Header.Get("If-None-Match"))
+		fmt.Fprint(w, "no validator of its own")
+	}}
+	srv2 := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{TTL: time.Millisecond, Stale: time.Hour}, h2)
+	get(t, srv2.URL+"/doc", nil)
+	for get(t, srv2.URL+"/doc", nil).header.Get("X-Cache") != "STALE" {
+	}
+	waitFramesGone(t, backgroundFrame)
+	if h2.runs.Load() != 2 || sawINM.Load() != "" {
+		t.Fatalf("runs %d, If-None-Match %q", h2.runs.Load(), sawINM.Load())
+	}
+}

@@ -1,8 +1,9 @@
 package middleware_test
 
 // What streams is not stored: a handler that flushes streams to its client,
-// a response over MaxBodyBytes whose client left stores nothing (no prefix),
-// and a body of exactly MaxBodyBytes is still stored.
+// a response over MaxBodyBytes streams to it and is not stored (nor a
+// prefix of it when its client left), and a body of exactly MaxBodyBytes is
+// still stored.
 
 import (
 	"bufio"
@@ -133,5 +134,26 @@ func TestStreamWithoutClientStoresNothing(t *testing.T) {
 	}
 	if r := get(t, srv.URL+"/big", nil); r.header.Get("X-Cache") != "MISS" || r.body != big {
 		t.Fatalf("after: %s, %d bytes", r.header.Get("X-Cache"), len(r.body))
+	}
+}
+
+func TestOversizedBodyStreamedAndNotStored(t *testing.T) {
+	big := strings.Repeat("0123456789", 10_000) // 100 kB
+	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		for i := 0; i < len(big); i += 1000 {
+			if _, err := io.WriteString(w, big[i:i+1000]); err != nil {
+				return
+			}
+		}
+	}}
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{MaxBodyBytes: 4096}, h)
+	for i := range 2 {
+		r := get(t, srv.URL+"/big", nil)
+		if r.status != http.StatusOK || r.body != big || r.header.Get("X-Cache") != "MISS" {
+			t.Fatalf("request %d: %d, %d bytes, %s", i, r.status, len(r.body), r.header.Get("X-Cache"))
+		}
+	}
+	if h.runs.Load() != 2 {
+		t.Fatalf("an oversized body was stored: %d runs", h.runs.Load())
 	}
 }

@@ -27,10 +27,11 @@
 //     paused or killed, a Sentinel failover, a Cluster master killed.
 //   - history.go records every operation's invoke and return, inputs and
 //     outputs, every compute and every fault on one clock.
-//   - checker.go and linearizable.go are the README's promises as code: the
-//     invalidation and write fences, documented errors only, deadlines
-//     kept, stored values never going back, one compute per key at a time
-//     while Redis is healthy, and linearizable registers (porcupine).
+//   - checker.go (with a property or two in each checker_*.go) and
+//     linearizable.go are the README's promises as code: the invalidation
+//     and write fences, documented errors only, deadlines kept, stored
+//     values never going back, one compute per key at a time while Redis is
+//     healthy, and linearizable registers (porcupine).
 //   - profiles.go holds the scenarios: deployment, options, traffic, faults.
 //
 // Run the short profile (CI) with go test ./robustness; the long one with

@@ -1,0 +1,179 @@
+package middleware
+
+// One request's Fetch of one key: its compute function, which runs the
+// handler once, detached from every client, and keeps what the run produced
+// for that request alone; a marker followed to its variant is a fetch of
+// its own. What the run's response becomes in the cache is store.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/stampede-go/stampede/cache"
+)
+
+// fetchKey marks the context of a request's own Fetch, so that its compute
+// function knows when it runs for that request (and not as a background
+// refresh).
+var fetchKey = &struct{ name string }{"middleware fetch"}
+
+// fetch is one request's Fetch of one key. Each fetch keeps what its own
+// compute's handler run produced for its request alone: nothing of it is
+// shared with the request's other fetches or with other requests.
+type fetch struct {
+	h          *handler
+	tmpl       *template // the request, detached (see detach)
+	key        string
+	urlKey     string   // the key of the request's URL, where its marker lives
+	vary       []string // the request headers in key
+	generation string   // the marker's generation, for a variant
+	live       *lender
+
+	mu  sync.Mutex
+	own *produced
+}
+
+// produced is what a request's own handler run produced.
+type produced struct {
+	resp     Response
+	panicked *handlerPanic
+}
+
+// follow returns the fetch of the variant a marker points to; kr is the
+// request to key.
+func (f *fetch) follow(kr *http.Request, marker Response) *fetch {
+	vary := union(f.h.opts.VaryHeaders, marker.VaryOn)
+	key := variantKey(f.h.opts.Key(kr, vary), marker.Generation)
+	return &fetch{h: f.h, tmpl: f.tmpl, key: key, urlKey: f.urlKey, vary: vary, generation: marker.Generation}
+}
+
+// keyRequest is the request whose key r uses: r, as a GET when r is a
+// HEAD (HEAD is answered from the GET entry).
+func keyRequest(r *http.Request) *http.Request {
+	if r.Method != http.MethodHead {
+		return r
+	}
+	g := r.WithContext(r.Context())
+	g.Method = http.MethodGet
+	return g
+}
+
+// ownResult returns what this fetch's own run produced, when the Fetch's
+// outcome says its answer is that run's.
+func (f *fetch) ownResult(o cache.Outcome) *produced {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch o {
+	case cache.Hit, cache.Stale, cache.Shared, cache.Waited:
+		return nil
+	}
+	return f.own
+}
+
+func (f *fetch) setOwn(p *produced) {
+	f.mu.Lock()
+	f.own = p
+	f.mu.Unlock()
+}
+
+// compute is the fetch's compute function: it runs the handler and applies
+// the storage rules. It runs for the fetch's request, or in the background
+// to refresh a stale entry; only the former lends the request's writer and
+// records what it produced. When the entry it replaces is still kept and
+// has validators, the run is conditional (see revalidate.go).
+func (f *fetch) compute(ctx context.Context) (Response, error) {
+	var live *lender
+	if ctx.Value(fetchKey) == f {
+		live = f.live
+		// A run before this one (purged while it ran: the cache computes
+		// again) answers nothing now, whatever this one ends in.
+		f.setOwn(nil)
+	}
+	prev := f.previous(ctx, live == nil)
+	if prev != nil && len(prev.VaryOn) > 0 {
+		// An expired marker holds no content, only where the variants
+		// are: re-armed, it leads the request to its variant, which
+		// revalidates itself with its own validators. It stays kept as
+		// long as a response would.
+		cache.SetStale(ctx, -1, max(f.h.c.Policy().StaleIfError, minKeep))
+		return *prev, nil
+	}
+	req, validating := f.tmpl.get(), false
+	// After a purge came while a run ran, the cache runs it again without
+	// a previous response (cache.Previous): the purged one is not
+	// revalidated, so a 304 cannot re-arm it (docs/http.md, "Purging").
+	if prev != nil {
+		req, validating = conditional(req, *prev)
+	}
+	req, tg := withTagger(req) // surrogate.go: collects the run's middleware.Tag keys
+	runLive := live
+	if validating {
+		// The handler may answer the middleware's validators with a 304:
+		// nothing of this run streams to a client that did not ask.
+		runLive = nil
+	}
+	resp, err := f.h.run(ctx, req, runLive)
+	var hp *handlerPanic
+	if live != nil && errors.As(err, &hp) {
+		f.setOwn(&produced{panicked: hp})
+	}
+	if err != nil {
+		return Response{}, f.h.failed(prev, err, runFailed(err), time.Now())
+	}
+	if validating && resp.Status == http.StatusNotModified {
+		resp = freshen(*prev, resp) // the stored body is still good (RFC 9111 §4.3.4)
+	}
+	resp = f.h.opts.mergeTags(resp, tg) // surrogate.go: Tag's keys join the stored tag header
+	stored, answer, err := f.store(ctx, resp, prev)
+	if live != nil {
+		f.setOwn(&produced{resp: answer})
+	}
+	var ns *notStored
+	if errors.As(err, &ns) && ns.failure {
+		err = f.h.failed(prev, err, unreachableStatus(resp.Status), time.Now())
+	}
+	return stored, err
+}
+
+type handlerPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *handlerPanic) Error() string {
+	return fmt.Sprintf("middleware: handler panicked: %v\n%s", p.value, p.stack)
+}
+
+// run runs the handler once on a copy of req, detached from every client,
+// and returns its complete response. live is the client it passes 1xx
+// responses to, and streams the response to when the handler flushes or
+// outgrows MaxBodyBytes (then run returns a *notStored).
+func (h *handler) run(ctx context.Context, req *http.Request, live *lender) (Response, error) {
+	hctx, cancel := context.WithCancel(req.Context())
+	done := make(chan struct{})
+	rec := newRecorder(h.opts.MaxBodyBytes, live, cancel, done)
+	go func() {
+		defer close(done)
+		defer cancel()
+		defer func() {
+			if p := recover(); p != nil {
+				rec.finish(&handlerPanic{value: p, stack: debug.Stack()})
+			}
+		}()
+		h.next.ServeHTTP(rec, forRun(hctx, req))
+	}()
+	select {
+	case <-done:
+	case <-rec.streaming:
+	case <-ctx.Done():
+		if !rec.abandon(context.Cause(ctx)) {
+			return Response{}, fmt.Errorf("middleware: handler: %w", context.Cause(ctx))
+		}
+	}
+	return rec.result()
+}

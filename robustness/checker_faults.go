@@ -1,0 +1,102 @@
+package robustness
+
+// The fault windows the checker excuses by: each nemesis' fault from its
+// injection to its healing plus settle, and what a window says of a replica
+// (paused, cut off from Redis) or of Redis (data lost, overloaded).
+
+import (
+	"strings"
+	"time"
+)
+
+// fault is the window during which a nemesis' fault may still show: from
+// its injection to its healing plus settle.
+type fault struct {
+	from, to time.Duration
+	what     string
+	replica  string // the one replica it affects; "" for all
+}
+
+// settle is how long after a fault heals its effects may still show: the
+// breaker's cooldown and probe, a reconnect, a lease that ran out.
+func (sc Scenario) settle() time.Duration {
+	return max(sc.Options.BreakerCooldown, time.Second) + max(sc.Options.LeaseTTL, time.Second) + time.Second
+}
+
+func faultWindows(h *History, settle time.Duration) []fault {
+	var out []fault
+	var open *fault
+	for _, e := range h.Events {
+		if !e.Heal {
+			f := fault{from: e.At, to: h.End + settle, what: e.What}
+			for _, r := range []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"} {
+				if strings.Contains(e.What, r+" ") {
+					f.replica = r
+				}
+			}
+			out = append(out, f)
+			open = &out[len(out)-1]
+			continue
+		}
+		if open != nil {
+			open.to = e.At + settle
+			open = nil
+		}
+	}
+	return out
+}
+
+// faulty reports whether a fault affecting replica (any replica when "")
+// overlaps [from, to].
+func (c *checker) faulty(replica string, from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from <= to && from <= f.to && (f.replica == "" || replica == "" || f.replica == replica) {
+			return true
+		}
+	}
+	return false
+}
+
+// paused reports whether replica was paused or killed during [from, to].
+func (c *checker) paused(replica string, from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.replica == replica && f.from <= to && from <= f.to &&
+			(strings.HasPrefix(f.what, "replica-pause") || strings.HasPrefix(f.what, "replica-kill")) {
+			return true
+		}
+	}
+	return false
+}
+
+// unreachable reports whether a fault that keeps replica from Redis (not
+// one that only slows it) overlaps [from, to].
+func (c *checker) unreachable(replica string, from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from <= to && from <= f.to && (f.replica == "" || f.replica == replica) && !strings.HasPrefix(f.what, "latency") {
+			return true
+		}
+	}
+	return false
+}
+
+// lost reports whether Redis may have lost data during [from, to].
+func (c *checker) lost(from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from <= to && from <= f.to && (strings.HasPrefix(f.what, "redis-kill") && !c.sc.Persistence ||
+			strings.HasPrefix(f.what, "failover") || strings.HasPrefix(f.what, "cluster-master")) {
+			return true
+		}
+	}
+	return false
+}
+
+// overloaded reports whether the overload nemesis (Redis slow past the
+// budget for every replica, never down) overlaps [from, to].
+func (c *checker) overloaded(from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from <= to && from <= f.to && strings.HasPrefix(f.what, "overload") {
+			return true
+		}
+	}
+	return false
+}

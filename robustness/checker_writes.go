@@ -1,0 +1,109 @@
+package robustness
+
+// The properties of stored values: after a Set, Delete or Expire returned,
+// no later call is answered a value written before it (on another replica,
+// past the cross-replica window), and values read from the store never go
+// back on a replica.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// crossWindow is how long after a replica's Set or Delete returned another
+// replica may still answer the value it replaced: the documented
+// cross-replica read window (a GET reply or fill notification in flight;
+// with L1, the invalidation's delivery, bounded by L1TTL when it is lost).
+func (sc Scenario) crossWindow() time.Duration {
+	w := 500 * time.Millisecond
+	if sc.Options.L1Size > 0 {
+		w += sc.Options.L1TTL
+	}
+	return w
+}
+
+// writes: after Set, Delete or Expire of a key returned, a call of that
+// key that began later on the same replica (on another, later than the
+// cross-replica window) is not answered a value written before the write
+// began. Exempt, after Expire: the expired value standing in for a failing
+// or slow compute (stale-if-error, SoftTimeout), as after ExpireTags.
+func (c *checker) writes() {
+	byKey := map[string][]answer{}
+	for _, a := range c.answers() {
+		byKey[a.key] = append(byKey[a.key], a)
+	}
+	for _, w := range c.h.Ops {
+		if !w.Ok() || (w.Req.Op != wire.OpSet && w.Req.Op != wire.OpDelete && w.Req.Op != wire.OpExpire && w.Req.Op != wire.OpHTTPPost) {
+			continue // a POST through the middleware deletes its route's entry
+		}
+		for _, a := range byKey[w.Req.Key] {
+			begin := w.Return
+			if a.op.Replica != w.Replica {
+				if c.sc.Mode == "local" {
+					continue
+				}
+				begin += c.sc.crossWindow()
+			}
+			if a.op.Invoke <= begin || c.degraded(a) || a.v.Src == "fallback" || a.v.ID == fmt.Sprintf("s%d", w.Req.ID) {
+				continue
+			}
+			if c.lost(w.Invoke, a.op.Return) {
+				continue // a failover or a restart without persistence may lose the write itself (docs/operating.md)
+			}
+			if w.Req.Op == wire.OpHTTPPost && c.unreachable(w.Replica, w.Invoke, w.Return) {
+				continue // a POST's deletion that Redis failed is logged, not reported (docs/http.md)
+			}
+			if w.Req.Op == wire.OpExpire && c.failedAfter(a, w.Invoke) {
+				continue // an expired value may stand in for a failing compute
+			}
+			if a.v.Src == "set" {
+				if ret, ok := c.setReturned(a); !ok || ret >= w.Invoke {
+					continue
+				}
+			} else if at, ok := c.readAt(a); !ok || at >= w.Invoke {
+				continue
+			}
+			c.fail("write", []*Op{w, a.op}, "%s answered %s (%s), written before %s #%d began", a.key, a.v.ID, c.describe(a), w.Req.Op, w.Req.ID)
+		}
+	}
+}
+
+// monotonic: on one replica, a value read from the store (a hit, a wait, a
+// stale answer, a Get) is never older than one read from the store by a
+// call that returned before it began: stored values never go back.
+func (c *checker) monotonic() {
+	stored := func(a answer) bool {
+		switch a.outcome {
+		case "hit", "waited", "stale", "get":
+			return a.v.Src == "compute"
+		}
+		return false
+	}
+	byKey := map[string][]answer{}
+	for _, a := range c.answers() {
+		if stored(a) {
+			k := a.op.Replica + "\x00" + a.key
+			byKey[k] = append(byKey[k], a)
+		}
+	}
+	for _, as := range byKey {
+		for i, a1 := range as {
+			c1 := c.computes[a1.v.ID]
+			for _, a2 := range as[i+1:] {
+				if a1.op.Return >= a2.op.Invoke || a1.v.ID == a2.v.ID {
+					continue
+				}
+				c2 := c.computes[a2.v.ID]
+				if c1 == nil || c2 == nil || c2.Began >= c1.Began {
+					continue
+				}
+				if c.lost(a1.op.Return, a2.op.Invoke) {
+					continue
+				}
+				c.fail("monotonic", []*Op{a1.op, a2.op}, "%s went back from %s to %s (began %s, before %s)", a1.key, c1.ID, c2.ID, ms(c2.Began), ms(c1.Began))
+			}
+		}
+	}
+}
