@@ -71,10 +71,10 @@ func (d defaultCodec) Unmarshal(data []byte, v any) error {
 func decodeRaw[V any](data []byte, v *V) bool {
 	switch p := any(v).(type) {
 	case *[]byte:
-		*p = bytes.Clone(data)
-		if *p == nil {
-			*p = []byte{}
-		}
+		// make and copy, not bytes.Clone (an append): one allocation of
+		// exactly len(data), not zeroed, and never nil.
+		*p = make([]byte, len(data))
+		copy(*p, data)
 		return true
 	case *string:
 		*p = unsafe.String(unsafe.SliceData(data), len(data))

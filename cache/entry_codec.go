@@ -105,9 +105,7 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	}
 	if err != nil {
 		if count {
-			c.stats.corrupt.Add(1)
-			c.observe(ctx, Event{Kind: EventCorrupt, Key: key, Err: err})
-			c.logRare(ctx, slog.LevelWarn, "stampede: corrupt or foreign entry treated as a miss", key, err)
+			c.corrupt(ctx, key, err)
 		}
 		return entry[V]{}, false, nil
 	}
@@ -125,6 +123,15 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 		e.digest, e.size = c.l1.digest(s), len(s)
 	}
 	return e, true, nil
+}
+
+// corrupt counts and reports an entry that did not decode (err). It is a
+// function of its own so that decodeEntry, on the hit path, has a small
+// stack frame.
+func (c *Cache[V]) corrupt(ctx context.Context, key string, err error) {
+	c.stats.corrupt.Add(1)
+	c.observe(ctx, Event{Kind: EventCorrupt, Key: key, Err: err})
+	c.logRare(ctx, slog.LevelWarn, "stampede: corrupt or foreign entry treated as a miss", key, err)
 }
 
 // envelopeValue returns the value part of an envelope that decodes (a
