@@ -236,10 +236,10 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 	now := c.now()
 	err := c.store.readMany(dctx, ks, readShared, func(i int, e entry[V], found bool) {
 		key := ks[i].Key
-		switch v, _ := c.judge(dctx, e, found, now); v {
+		switch v, _ := c.judge(dctx, &e, found, now); v {
 		case verdictHit:
 			c.l1put(key, e, version)
-			b.give(key)(c.hit(ctx, key, e, now, false))
+			b.give(key)(c.hit(ctx, key, &e, now, false))
 		case verdictEarly:
 			c.l1put(key, e, version)
 			c.refreshAsync(key, e, fn)

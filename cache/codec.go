@@ -71,10 +71,13 @@ func (d defaultCodec) Unmarshal(data []byte, v any) error {
 func decodeRaw[V any](data []byte, v *V) bool {
 	switch p := any(v).(type) {
 	case *[]byte:
-		*p = bytes.Clone(data)
-		if *p == nil {
-			*p = []byte{}
-		}
+		// make and copy into a local, a pair the compiler turns into one
+		// allocation of exactly len(data) that is not zeroed first
+		// (bytes.Clone appends; make into *p is zeroed, then copied);
+		// never nil.
+		b := make([]byte, len(data))
+		copy(b, data)
+		*p = b
 		return true
 	case *string:
 		*p = unsafe.String(unsafe.SliceData(data), len(data))

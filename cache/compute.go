@@ -161,7 +161,7 @@ type previousKey struct{}
 // in time (a soft invalidation known already is reported even when the
 // other marks cannot be read, and may hide a hard one).
 func (c *Cache[V]) revalidatable(ctx context.Context, e entry[V]) bool {
-	inv, err := c.invalidationAt(ctx, e, time.Time{}, false)
+	inv, err := c.invalidationAt(ctx, &e, time.Time{}, false)
 	return err == nil && (inv == marks.Valid || inv == marks.Soft)
 }
 

@@ -36,7 +36,7 @@ const (
 // judge applies the invalidation marks and the freshness policy to an
 // entry read at now: an entry invalidated (InvalidateTags, Clear) since its
 // compute began is a miss, or expired when the invalidation was soft.
-func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.Time) (verdict, error) {
+func (c *Cache[V]) judge(ctx context.Context, e *entry[V], found bool, now time.Time) (verdict, error) {
 	return c.judgeAt(ctx, e, found, now, time.Time{})
 }
 
@@ -49,7 +49,9 @@ func (c *Cache[V]) judge(ctx context.Context, e entry[V], found bool, now time.T
 // expired, and the error says why: a compute replaces it, but Get, which
 // computes nothing, must not answer "not found" for a value that may be
 // valid (it returns the error).
-func (c *Cache[V]) judgeAt(ctx context.Context, e entry[V], found bool, now, marksNow time.Time) (verdict, error) {
+//
+// e is read, never kept: a pointer, so that the hit path copies no entry.
+func (c *Cache[V]) judgeAt(ctx context.Context, e *entry[V], found bool, now, marksNow time.Time) (verdict, error) {
 	if !found {
 		return verdictMiss, nil
 	}
@@ -104,7 +106,7 @@ var errUnvouched = errors.New("cache: invalidation marks not vouched for in time
 // is read, does, so that an entry read once counts once however often it
 // is checked again (a stand-in, a load's answer for each caller).
 func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) marks.State {
-	inv, _ := c.invalidationAt(ctx, e, time.Time{}, false)
+	inv, _ := c.invalidationAt(ctx, &e, time.Time{}, false)
 	return inv
 }
 
@@ -114,7 +116,7 @@ func (c *Cache[V]) invalidation(ctx context.Context, e entry[V]) marks.State {
 // only this process's own invalidations are known to reach it. count
 // says whether an invalidated entry counts in Stats().Invalidated. The
 // error, with marks.Unknown, says why the marks could not be read.
-func (c *Cache[V]) invalidationAt(ctx context.Context, e entry[V], now time.Time, count bool) (marks.State, error) {
+func (c *Cache[V]) invalidationAt(ctx context.Context, e *entry[V], now time.Time, count bool) (marks.State, error) {
 	if e.kept {
 		if e.stamp.Gen < c.keptFloor.Load() {
 			if count {

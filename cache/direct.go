@@ -75,7 +75,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 	if !found || e.negative {
 		return v, false, nil
 	}
-	verdict, err := c.judge(ctx, e, true, c.now())
+	verdict, err := c.judge(ctx, &e, true, c.now())
 	switch verdict {
 	case verdictHit, verdictEarly:
 		c.l1put(key, e, version)

@@ -88,7 +88,23 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	if !r.Found {
 		return e, false, nil
 	}
-	s := r.Envelope
+	raw, err := c.decodeHeader(r.Envelope, &e)
+	if err == nil {
+		err = c.decodeValue(raw, &e)
+	}
+	if err != nil {
+		if count {
+			c.corrupt(ctx, key, err)
+		}
+		return entry[V]{}, false, nil
+	}
+	return e, true, nil
+}
+
+// decodeHeader decodes everything of envelope s into e but the value, and
+// returns the value's encoding (a slice of s, which must not be modified
+// or kept beyond s).
+func (c *Cache[V]) decodeHeader(s string, e *entry[V]) ([]byte, error) {
 	// A read-only view of the reply, saving a copy per hit: the envelope
 	// decoder and Codec.Unmarshal must not modify data or keep it.
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
@@ -96,20 +112,8 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	if err == nil && h.Type != c.typeTag {
 		err = fmt.Errorf("%w: written by a cache of another value type or codec", envelope.ErrCorrupt)
 	}
-	if err == nil && h.Flags&envelope.FlagNegative == 0 {
-		if _, raw := c.opts.Codec.(defaultCodec); !raw || !decodeRaw(value, &e.value) {
-			var v V // decoded apart from e, so only V escapes to the heap
-			err = c.opts.Codec.Unmarshal(value, &v)
-			e.value = v
-		}
-	}
 	if err != nil {
-		if count {
-			c.stats.corrupt.Add(1)
-			c.observe(ctx, Event{Kind: EventCorrupt, Key: key, Err: err})
-			c.logRare(ctx, slog.LevelWarn, "stampede: corrupt or foreign entry treated as a miss", key, err)
-		}
-		return entry[V]{}, false, nil
+		return nil, err
 	}
 	e.w = stale.Windows{
 		Created:    fromMillis(h.Created),
@@ -124,7 +128,31 @@ func (c *Cache[V]) decodeEntry(ctx context.Context, key string, r reply, count b
 	if c.l1 != nil {
 		e.digest, e.size = c.l1.digest(s), len(s)
 	}
-	return e, true, nil
+	return value, nil
+}
+
+// decodeValue decodes e's value from raw (decodeHeader's), unless e is a
+// cached "not found", which has none.
+func (c *Cache[V]) decodeValue(raw []byte, e *entry[V]) error {
+	if e.negative {
+		return nil
+	}
+	if _, ok := c.opts.Codec.(defaultCodec); ok && decodeRaw(raw, &e.value) {
+		return nil
+	}
+	var v V // decoded apart from e, so only V escapes to the heap
+	err := c.opts.Codec.Unmarshal(raw, &v)
+	e.value = v
+	return err
+}
+
+// corrupt counts and reports an entry that did not decode (err). It is a
+// function of its own so that decodeEntry, on the hit path, has a small
+// stack frame.
+func (c *Cache[V]) corrupt(ctx context.Context, key string, err error) {
+	c.stats.corrupt.Add(1)
+	c.observe(ctx, Event{Kind: EventCorrupt, Key: key, Err: err})
+	c.logRare(ctx, slog.LevelWarn, "stampede: corrupt or foreign entry treated as a miss", key, err)
 }
 
 // envelopeValue returns the value part of an envelope that decodes (a

@@ -59,6 +59,14 @@ func (l loaded[V]) cacheable(err error) bool {
 
 // fetch is GetOrCompute, Fetch and FetchWithFallback: the hit path, then a
 // load shared by the process's callers of key.
+//
+// The Redis hit path (one shared read, a decode, the checks) stays in this
+// function, and everything else goes to functions of their own (fetchL1,
+// fetchDegraded, fetchFailed, fetchJudged), so that its stack frame stays
+// small: under a hot key each of many parked callers resumes on a stack
+// that is cold in the CPU's caches, and every line of frame it zeroes or
+// copies an entry through costs a miss (issue 26). The entry read is
+// handed on by pointer for the same reason.
 func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(context.Context) (V, error)) (Result[V], error) {
 	if ctx == nil {
 		return Result[V]{}, ErrNilContext
@@ -71,63 +79,102 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	var version uint64
 	if c.l1 != nil {
-		now := c.now()
-		if e, ok := c.l1get(ctx, key, now); ok { // the L1 hit path: a map read, the marks and two counters
-			if c.l1Early(e, now) {
-				c.refreshAsync(key, e, one(key, fn))
-			}
-			return c.hit(ctx, key, e, now, true)
+		if r, err, ok := c.fetchL1(ctx, key, fn); ok {
+			return r, err
 		}
 		version = c.l1.version()
 	}
-	var fb batchFunc[V]
-	if fallback != nil {
-		fb = one(key, fallback)
-	}
 	if !c.store.available() {
-		return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
-			return c.degraded(sctx, c.keysFor(key), one(key, fn), nil)
-		})
+		return c.fetchDegraded(ctx, key, version, fn)
 	}
 	// The hit path: one read and a decode, no coalescing, no claim. The
-	// closures below build their own keys, so that nothing of the hit path
-	// escapes to the heap.
+	// functions below build their own keys, so that nothing of the hit
+	// path escapes to the heap.
 	e, found, err := c.store.read(ctx, hitKeys(key), readShared)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result[V]{}, context.Cause(ctx)
-		}
-		if redisstep.UnderLoad(err) { // Redis is slow, not down: keep the fleet's protocol
-			return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
-				return c.load(sctx, c.keysFor(key), one(key, fn), fb, nil)
-			})
-		}
-		return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
-			return c.degraded(sctx, c.keysFor(key), one(key, fn), nil)
-		})
+		return c.fetchFailed(ctx, key, version, fn, fallback, err)
 	}
 	now := c.now() // after the read: the marks' trust may be measured on it
-	var prev *entry[V]
-	switch v, _ := c.judgeAt(ctx, e, found, now, now); v {
-	case verdictHit:
+	v, _ := c.judgeAt(ctx, &e, found, now, now)
+	if v != verdictHit {
+		return c.fetchJudged(ctx, key, version, fn, fallback, &e, v)
+	}
+	if c.l1 != nil {
 		c.l1put(key, e, version)
-		return c.hit(ctx, key, e, now, false)
-	case verdictEarly:
-		c.l1put(key, e, version) // fresh: served from L1 until the refresh's fill invalidates it
+	}
+	return c.hit(ctx, key, &e, now, false)
+}
+
+// fetchL1 is fetch's L1 hit path: a map read, the marks and two counters;
+// ok is false when L1 does not answer.
+func (c *Cache[V]) fetchL1(ctx context.Context, key string, fn func(context.Context) (V, error)) (r Result[V], err error, ok bool) {
+	now := c.now()
+	e, ok := c.l1get(ctx, key, now)
+	if !ok {
+		return r, nil, false
+	}
+	if c.l1Early(e, now) {
 		c.refreshAsync(key, e, one(key, fn))
+	}
+	r, err = c.hit(ctx, key, &e, now, true)
+	return r, err, true
+}
+
+// fetchDegraded is fetch while the store may not be used (the breaker is
+// open): a load shared by the process's callers, without the store.
+func (c *Cache[V]) fetchDegraded(ctx context.Context, key string, version uint64, fn func(context.Context) (V, error)) (Result[V], error) {
+	return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
+		return c.degraded(sctx, c.keysFor(key), one(key, fn), nil)
+	})
+}
+
+// fetchFailed is fetch after its read failed with err: ctx's cause when
+// ctx ended, the fleet's protocol when Redis is slow, else a load without
+// the store.
+func (c *Cache[V]) fetchFailed(ctx context.Context, key string, version uint64, fn, fallback func(context.Context) (V, error), err error) (Result[V], error) {
+	if ctx.Err() != nil {
+		return Result[V]{}, context.Cause(ctx)
+	}
+	if redisstep.UnderLoad(err) { // Redis is slow, not down: keep the fleet's protocol
+		fb := oneOrNil(key, fallback)
+		return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
+			return c.load(sctx, c.keysFor(key), one(key, fn), fb, nil)
+		})
+	}
+	return c.fetchDegraded(ctx, key, version, fn)
+}
+
+// fetchJudged is fetch for an entry read that is not a plain hit (v):
+// served and refreshed in the background, or loaded again by a load shared
+// by the process's callers.
+func (c *Cache[V]) fetchJudged(ctx context.Context, key string, version uint64, fn, fallback func(context.Context) (V, error), e *entry[V], v verdict) (Result[V], error) {
+	var prev *entry[V]
+	switch v {
+	case verdictEarly:
+		c.l1put(key, *e, version) // fresh: served from L1 until the refresh's fill invalidates it
+		c.refreshAsync(key, *e, one(key, fn))
 		return c.answer(ctx, key, e.loaded(Hit), nil)
 	case verdictStale:
-		c.refreshAsync(key, e, one(key, fn))
+		c.refreshAsync(key, *e, one(key, fn))
 		return c.answer(ctx, key, e.loaded(Stale), nil)
 	case verdictFailSafe:
 		return c.answer(ctx, key, e.loaded(Stale), nil)
 	case verdictExpired:
-		expired := e    // a copy, so e stays on the stack on the hit path
+		expired := *e   // a copy: e is the caller's
 		prev = &expired // answers if the recompute fails
 	}
+	fb := oneOrNil(key, fallback)
 	return c.coalesce(ctx, key, version, func(sctx context.Context) (loaded[V], error) {
 		return c.load(sctx, c.keysFor(key), one(key, fn), fb, prev)
 	})
+}
+
+// oneOrNil is one(key, fn), or nil without fn (no fallback).
+func oneOrNil[V any](key string, fn func(context.Context) (V, error)) batchFunc[V] {
+	if fn == nil {
+		return nil
+	}
+	return one(key, fn)
 }
 
 // l1Early reports whether XFetch picks this L1 hit of e at now to refresh
@@ -146,7 +193,7 @@ func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[
 	if !ok {
 		return entry[V]{}, false
 	}
-	if inv, _ := c.invalidationAt(ctx, e, now, false); inv != marks.Valid {
+	if inv, _ := c.invalidationAt(ctx, &e, now, false); inv != marks.Valid {
 		return entry[V]{}, false
 	}
 	return e, true
@@ -194,7 +241,7 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 
 // hit answers a caller from a fresh entry read at now, from L1 or Redis,
 // without building a shared load: this is the hot path.
-func (c *Cache[V]) hit(ctx context.Context, key string, e entry[V], now time.Time, fromL1 bool) (Result[V], error) {
+func (c *Cache[V]) hit(ctx context.Context, key string, e *entry[V], now time.Time, fromL1 bool) (Result[V], error) {
 	if fromL1 {
 		c.stats.l1Hit()
 	} else {

@@ -46,7 +46,7 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		if err != nil && wctx.Err() == nil && c.brk.Open() {
 			return c.degraded(ctx, k, fn, prev)
 		}
-		switch v, _ := c.judge(wctx, e, found, c.now()); v {
+		switch v, _ := c.judge(wctx, &e, found, c.now()); v {
 		case verdictHit, verdictEarly:
 			return e.loaded(Waited), nil
 		case verdictStale, verdictFailSafe:

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +56,9 @@ type Budget struct {
 	// h tells a slow Redis from a down one and sets each step's budget
 	// (at least d); nil when d is 0.
 	h *redisHealth
+	// steppers run the steps that do not run inline; nil: a goroutine of
+	// its own for each.
+	steppers *stepPool
 }
 
 // NewBudget returns the budget of rdb's steps: d (RedisTimeout) while
@@ -62,7 +67,7 @@ type Budget struct {
 // fails with an error matching errTimeout (cache.ErrRedisTimeout). Call
 // Release when the cache closes.
 func NewBudget(d, ceil time.Duration, rdb redis.UniversalClient, errTimeout error) Budget {
-	b := Budget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }}
+	b := Budget{d: max(d, 0), inline: honoursDeadlines(rdb), idle: func() int { return idleConns(rdb) }, steppers: newStepPool()}
 	if b.d > 0 {
 		b.h = newRedisHealth(b.d, ceil, rdb, errTimeout)
 	}
@@ -75,7 +80,71 @@ func (b Budget) Release(rdb redis.UniversalClient) {
 	if b.h != nil {
 		b.h.release(rdb)
 	}
+	if b.steppers != nil {
+		b.steppers.close()
+	}
 }
+
+// stepPool keeps the goroutines that run steps off their callers'
+// goroutines (Run with a client that ignores deadlines, Wait) between
+// steps. A goroutine started for each step would start on the smallest
+// stack, which go-redis' call path grows (copying it twice) at every step,
+// and would pay its own start and exit: on the shared hit-path read, once
+// per GET, on the critical path of every caller waiting for it (issue 26).
+// A step still running when its caller stops waiting (Redis silent) keeps
+// its goroutine until go-redis gives up; the next step finds another.
+type stepPool struct {
+	jobs chan func()   // unbuffered: a send succeeds only to an idle stepper
+	quit chan struct{} // closed by close: idle steppers exit
+	once sync.Once
+	idle atomic.Int32
+}
+
+// maxIdleSteppers bounds the steppers kept idle: more would be started
+// only by a burst of concurrent steps (claims, fills), which the pool need
+// not keep for later.
+const maxIdleSteppers = 8
+
+func newStepPool() *stepPool {
+	return &stepPool{jobs: make(chan func()), quit: make(chan struct{})}
+}
+
+// run runs job on an idle stepper, or on a new one, which stays for later
+// steps; on a goroutine of its own without a pool.
+func (p *stepPool) run(job func()) {
+	if p == nil {
+		go job()
+		return
+	}
+	select {
+	case p.jobs <- job:
+	default:
+		go p.work(job)
+	}
+}
+
+// work runs job, then the jobs sent to it, until the pool closes or holds
+// enough idle steppers already.
+func (p *stepPool) work(job func()) {
+	for {
+		job()
+		if p.idle.Add(1) > maxIdleSteppers {
+			p.idle.Add(-1)
+			return
+		}
+		select {
+		case job = <-p.jobs:
+			p.idle.Add(-1)
+		case <-p.quit:
+			p.idle.Add(-1)
+			return
+		}
+	}
+}
+
+// close makes the idle steppers exit, and every busy one once its step
+// ends.
+func (p *stepPool) close() { p.once.Do(func() { close(p.quit) }) }
 
 // Timeout is the budget's floor, RedisTimeout; 0 with no budget of our own.
 func (b Budget) Timeout() time.Duration { return b.d }
@@ -199,10 +268,10 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 		}
 	}()
 	done := make(chan stepResult[T], 1)
-	go func() {
+	b.steppers.run(func() {
 		v, err := attempt(sctx, b, step)
 		done <- stepResult[T]{v, err}
-	}()
+	})
 	armed := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -257,10 +326,10 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 // it (and teach b its round trip) instead of being judged down forever.
 func Wait[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
 	done := make(chan stepResult[T], 1)
-	go func() {
+	b.steppers.run(func() {
 		v, err := attempt(ctx, b, step)
 		done <- stepResult[T]{v, err}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.v, r.err
