@@ -301,8 +301,7 @@ func (c *Cache[V]) load(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 func (c *Cache[V]) overloaded(ctx context.Context, k keys, fn, fallback batchFunc[V], prev *entry[V], err error) (loaded[V], error) {
 	switch {
 	case fallback != nil:
-		r := c.compute(ctx, []string{k.Key}, fallback)
-		return loaded[V]{value: r.values[k.Key], outcome: Fallback, created: c.now()}, r.err
+		return c.fallback(ctx, k, fallback)
 	case c.opts.OnBusy == BusyError:
 		return c.onError(ctx, prev, 0, ErrLeaseBusy)
 	case c.mayStandIn(ctx, prev):

@@ -112,8 +112,7 @@ func (c *Cache[V]) pollDelay(attempt int, remaining time.Duration) time.Duration
 // ran. A fallback's value is not fn's: no invalidation applies to it.
 func (c *Cache[V]) busy(ctx context.Context, k keys, gen uint64, fn, fallback batchFunc[V], prev *entry[V]) (loaded[V], error) {
 	if fallback != nil {
-		r := c.compute(ctx, []string{k.Key}, fallback)
-		return loaded[V]{value: r.values[k.Key], outcome: Fallback, created: c.now()}, r.err
+		return c.fallback(ctx, k, fallback)
 	}
 	if c.opts.OnBusy == BusyError {
 		return c.onError(ctx, prev, 0, ErrLeaseBusy)
@@ -121,4 +120,12 @@ func (c *Cache[V]) busy(ctx context.Context, k keys, gen uint64, fn, fallback ba
 	t := &task[V]{k: k, claim: claim[V]{k: k, gen: gen}, unclaimed: true, prev: prev}
 	c.computeFill(ctx, []*task[V]{t}, fn)
 	return t.res, t.err
+}
+
+// fallback answers a caller that may not wait any longer with its
+// fallback's value (Outcome Fallback): no invalidation applies to it, and
+// it is never stored.
+func (c *Cache[V]) fallback(ctx context.Context, k keys, fallback batchFunc[V]) (loaded[V], error) {
+	r := c.compute(ctx, []string{k.Key}, fallback)
+	return loaded[V]{value: r.values[k.Key], outcome: Fallback, created: c.now()}, r.err
 }
