@@ -167,7 +167,7 @@ func (sc Scenario) keptFor() time.Duration {
 	return kept + ttl + max(o.Stale, o.StaleIfError)
 }
 
-// origin is when a's value read the source of truth, as far as the
+// readAt is when a's value read the source of truth, as far as the
 // question "was it computed before t?" goes: the compute's begin, or the
 // begin of the latest revalidation of it that began before the answer
 // returned. For a Set's value, its Set's invoke.
@@ -195,7 +195,7 @@ func (c *checker) readAt(a answer) (time.Duration, bool) {
 	return 0, false
 }
 
-// written is when a Set's value was certainly written: its Set's return.
+// setReturned is when a Set's value was certainly written: its Set's return.
 func (c *checker) setReturned(a answer) (time.Duration, bool) {
 	if a.v.Src != "set" {
 		return 0, false
@@ -205,6 +205,19 @@ func (c *checker) setReturned(a answer) (time.Duration, bool) {
 		return 0, false
 	}
 	return s.Return, true
+}
+
+// certainlyBefore reports whether a's value certainly came from before t:
+// a Set's value written (its Set returned) before t, a computed one read
+// from the source of truth before t. The invalidation and write
+// properties ask it of every answer an operation at t must have reached.
+func (c *checker) certainlyBefore(a answer, t time.Duration) bool {
+	if a.v.Src == "set" {
+		ret, ok := c.setReturned(a)
+		return ok && ret < t
+	}
+	at, ok := c.readAt(a)
+	return ok && at < t
 }
 
 func (c *checker) describe(a answer) string {

@@ -56,11 +56,7 @@ func (c *checker) invalidations() {
 			if inv.Req.Op == wire.OpExpireTags && c.failedAfter(a, inv.Invoke) {
 				continue // an expired value may stand in for a failing compute
 			}
-			if a.v.Src == "set" {
-				if ret, ok := c.setReturned(a); !ok || ret >= inv.Invoke {
-					continue
-				}
-			} else if at, ok := c.readAt(a); !ok || at >= inv.Invoke {
+			if !c.certainlyBefore(a, inv.Invoke) {
 				continue
 			}
 			c.fail("invalidation", []*Op{inv, a.op}, "%s answered %s (%s), written before %s #%d began", a.key, a.v.ID, c.describe(a), inv.Req.Op, inv.Req.ID)

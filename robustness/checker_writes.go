@@ -58,11 +58,7 @@ func (c *checker) writes() {
 			if w.Req.Op == wire.OpExpire && c.failedAfter(a, w.Invoke) {
 				continue // an expired value may stand in for a failing compute
 			}
-			if a.v.Src == "set" {
-				if ret, ok := c.setReturned(a); !ok || ret >= w.Invoke {
-					continue
-				}
-			} else if at, ok := c.readAt(a); !ok || at >= w.Invoke {
+			if !c.certainlyBefore(a, w.Invoke) {
 				continue
 			}
 			c.fail("write", []*Op{w, a.op}, "%s answered %s (%s), written before %s #%d began", a.key, a.v.ID, c.describe(a), w.Req.Op, w.Req.ID)
