@@ -64,10 +64,16 @@ func deleteNotUndone(t *testing.T, localDelete, batch bool) {
 		return d.DialContext(ctx, network, addr)
 	}})
 	t.Cleanup(func() { _ = wrdb.Close() })
+	rt := &roundTrips{}
+	wrdb.AddHook(rt)
 	opts := cache.Options{Namespace: ns, LeaseTTL: 30 * time.Second, WaitTimeout: 30 * time.Second, RedisTimeout: 5 * time.Second}
 	obs := &busyObserver{}
 	wopts := opts
 	wopts.Observer = obs
+	// w's waits are woken by notifications only: its safety-net poll would
+	// find the key deleted and the lease free before the second holder
+	// claims, and compute itself.
+	wopts.PollInterval = time.Minute
 	// w's pub/sub connection, dialled by New for the invalidation channel,
 	// goes through the proxy; its commands do not.
 	viaProxy.Store(true)
@@ -98,9 +104,15 @@ func deleteNotUndone(t *testing.T, localDelete, batch bool) {
 	pollFor(t, "the first wait's subscription", 10*time.Second, time.Millisecond, func() bool {
 		return obs.n.Load() >= 1 && numsub(t, admin, ch) >= 1
 	})
-	p.SetLatency(400 * time.Millisecond) // what the pub/sub connection carries from now on arrives late
+	// What w's pub/sub connection carries from now on is held back until
+	// the second wait has begun, then arrives 400 ms late: the old fill's
+	// notification is still on its way when the second wait begins, and
+	// cannot wake the first waiter before the second holder claimed (it
+	// would find the key deleted and the lease free, and compute itself).
+	p.SetLatency(400 * time.Millisecond)
+	p.SetHold(true)
 
-	h1.Release() // fills "old" and publishes it: on its way for 400 ms
+	h1.Release() // fills "old" and publishes it: held
 	if err := within(t, held1, 5*time.Second, "the first fill"); err.v != nil {
 		t.Fatal(err.v)
 	}
@@ -116,6 +128,7 @@ func deleteNotUndone(t *testing.T, localDelete, batch bool) {
 	held2 := async(func() error { _, err := a2.GetOrCompute(ctx, key, h2.fn); return err })
 	within(t, h2.calls, 5*time.Second, "the second holder's compute")
 
+	readsBefore := rt.n.Load()
 	second := async(func() valErr[map[string]string] {
 		if !batch {
 			v, err := w.GetOrCompute(ctx, key, func(context.Context) (string, error) { return "second-computed", nil })
@@ -126,7 +139,17 @@ func deleteNotUndone(t *testing.T, localDelete, batch bool) {
 		})
 		return valErr[map[string]string]{m, err}
 	})
-	pollFor(t, "the second wait's claim", 5*time.Second, time.Millisecond, func() bool { return obs.n.Load() >= 2 })
+	// The second wait has begun: its claim found the second holder's lease
+	// (after w's own Delete, and in a batch), or it read the key missing and
+	// joins the first wait's load (GetOrCompute after another replica's
+	// Delete: w's waits send nothing else meanwhile).
+	pollFor(t, "the second wait", 5*time.Second, time.Millisecond, func() bool {
+		if localDelete || batch {
+			return obs.n.Load() >= 2
+		}
+		return rt.n.Load() > readsBefore
+	})
+	p.SetHold(false)
 	// The first waiter began before the Delete: "old" (the fill's
 	// notification) or "new" (the Delete's marker overwrote it and it
 	// re-read, then waits for the second holder) are both right for it.

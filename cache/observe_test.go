@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -191,7 +192,10 @@ func TestEventKindNames(t *testing.T) {
 }
 
 // With no observer the hit path allocates no more than with one: events
-// are values, built only when someone listens.
+// are values, built only when someone listens. Each figure is the least of
+// five measurements: AllocsPerRun counts the whole process's allocations,
+// and what other goroutines allocate meanwhile (a previous test's
+// connections closing) only ever adds.
 func TestObserverCostsNoAllocations(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
@@ -201,7 +205,11 @@ func TestObserverCostsNoAllocations(t *testing.T) {
 		if _, err := c.GetOrCompute(ctx, "k", fn); err != nil {
 			t.Fatal(err)
 		}
-		return testing.AllocsPerRun(200, func() { _, _ = c.GetOrCompute(ctx, "k", fn) })
+		least := math.Inf(1)
+		for range 5 {
+			least = min(least, testing.AllocsPerRun(200, func() { _, _ = c.GetOrCompute(ctx, "k", fn) }))
+		}
+		return least
 	}
 	none := allocs(nil)
 	var n int

@@ -1,7 +1,8 @@
 // Package faultproxy is a TCP proxy on loopback that injects network
 // faults between clients and a real server: added latency, connection
-// resets, a full partition (traffic black-holed), connections that vanish
-// without a word (a restarted host) and slow closes.
+// resets, a full partition (traffic black-holed), traffic held back and
+// released in order, connections that vanish without a word (a restarted
+// host) and slow closes.
 package faultproxy
 
 import (
@@ -25,6 +26,8 @@ type Proxy struct {
 	inFlight  atomic.Int64 // chunks read and not yet forwarded or dropped
 
 	mu     sync.Mutex
+	hold   chan struct{} // while non-nil, chunks wait for it to be closed
+	done   chan struct{} // closed by Close: held chunks stop waiting
 	conns  map[net.Conn]struct{}
 	links  map[*link]struct{}
 	closed bool
@@ -37,7 +40,7 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}, done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -52,6 +55,38 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // SetPartition black-holes all traffic (connections stay open, nothing
 // arrives) while on, as a network partition does.
 func (p *Proxy) SetPartition(on bool) { p.partition.Store(on) }
+
+// SetHold holds back every chunk read from either side while on, as a
+// congested path does: nothing arrives and nothing is lost. When it is
+// turned off, the held chunks are forwarded in the order they were read,
+// each after the latency. Unlike [Proxy.SetPartition] it lets a test decide
+// exactly when a message in flight arrives.
+func (p *Proxy) SetHold(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && p.hold == nil:
+		p.hold = make(chan struct{})
+	case !on && p.hold != nil:
+		close(p.hold)
+		p.hold = nil
+	}
+}
+
+// held blocks while the proxy holds traffic back (see [Proxy.SetHold]) or
+// until it is closed.
+func (p *Proxy) held() {
+	p.mu.Lock()
+	hold := p.hold
+	p.mu.Unlock()
+	if hold == nil {
+		return
+	}
+	select {
+	case <-hold:
+	case <-p.done:
+	}
+}
 
 // InFlight returns how many chunks the proxy has read from one side and not
 // yet forwarded to the other (or dropped): messages held by the latency.
@@ -92,7 +127,10 @@ func (p *Proxy) Vanish() {
 // Close stops the proxy and every connection.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
-	p.closed = true
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+	}
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.Reset()
@@ -181,6 +219,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 		}
 		if n > 0 {
 			p.inFlight.Add(1)
+			p.held()
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the fault itself: added latency
 			}

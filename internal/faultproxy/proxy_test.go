@@ -151,3 +151,74 @@ func TestInFlightCountsHeldChunks(t *testing.T) {
 		}
 	}
 }
+
+// Held chunks stay in flight, nothing is lost, and they arrive in order
+// once released.
+func TestHoldForwardsInOrderOnRelease(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.SetHold(true)
+	if _, err := c.Write([]byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.InFlight() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the held chunk is not in flight")
+		}
+	}
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if got, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("a held chunk arrived: %q", got)
+	}
+	if _, err := c.Write([]byte("two\n")); err != nil {
+		t.Fatal(err)
+	}
+	p.SetHold(false)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got string
+	for len(got) < len("one\ntwo\n") {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after the release: %q %v", got, err)
+		}
+		got += line
+	}
+	if got != "one\ntwo\n" {
+		t.Fatalf("after the release: %q, want both lines in order", got)
+	}
+}
+
+// Close does not wait for a release: held chunks are dropped with their
+// connections.
+func TestCloseEndsAHold(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.SetHold(true)
+	if _, err := c.Write([]byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.InFlight() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the held chunk is not in flight")
+		}
+	}
+	if err := p.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		t.Fatal(err)
+	}
+}
