@@ -239,7 +239,7 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 		switch v, _ := c.judge(dctx, &e, found, now); v {
 		case verdictHit:
 			c.l1put(key, e, version)
-			b.give(key)(c.hit(ctx, key, &e, now, false))
+			b.give(key)(c.hit(ctx, key, &e, e.value, now, false))
 		case verdictEarly:
 			c.l1put(key, e, version)
 			c.refreshAsync(key, e, fn)

@@ -134,16 +134,38 @@ func (c *Cache[V]) decodeHeader(s string, e *entry[V]) ([]byte, error) {
 // decodeValue decodes e's value from raw (decodeHeader's), unless e is a
 // cached "not found", which has none.
 func (c *Cache[V]) decodeValue(raw []byte, e *entry[V]) error {
-	if e.negative {
-		return nil
-	}
-	if _, ok := c.opts.Codec.(defaultCodec); ok && decodeRaw(raw, &e.value) {
-		return nil
-	}
-	var v V // decoded apart from e, so only V escapes to the heap
-	err := c.opts.Codec.Unmarshal(raw, &v)
+	v, err := c.decodeValueOf(raw, e.negative)
 	e.value = v
 	return err
+}
+
+// decodeValueOf is the value decoded from raw (decodeHeader's); none for a
+// cached "not found" (negative).
+func (c *Cache[V]) decodeValueOf(raw []byte, negative bool) (v V, err error) {
+	if negative {
+		return v, nil
+	}
+	if _, ok := c.opts.Codec.(defaultCodec); ok && decodeRaw(raw, &v) {
+		return v, nil
+	}
+	var u V // decoded apart from v, so only u escapes to the heap
+	err = c.opts.Codec.Unmarshal(raw, &u)
+	return u, err
+}
+
+// decodeInto decodes envelope s into e, for key, and reports whether it
+// decoded; one that does not is counted as corrupt, and e is left zero.
+func (c *Cache[V]) decodeInto(ctx context.Context, key string, s string, e *entry[V]) bool {
+	raw, err := c.decodeHeader(s, e)
+	if err == nil {
+		err = c.decodeValue(raw, e)
+	}
+	if err != nil {
+		*e = entry[V]{}
+		c.corrupt(ctx, key, err)
+		return false
+	}
+	return true
 }
 
 // corrupt counts and reports an entry that did not decode (err). It is a

@@ -89,20 +89,49 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	}
 	// The hit path: one read and a decode, no coalescing, no claim. The
 	// functions below build their own keys, so that nothing of the hit
-	// path escapes to the heap.
-	e, found, err := c.store.read(ctx, hitKeys(key), readShared)
+	// path escapes to the heap. e is own, or the decode shared by the
+	// callers of one GET (read-only), and v this caller's value.
+	var own entry[V]
+	var e *entry[V]
+	var v V
+	var found bool
+	var err error
+	if c.redis != nil {
+		e, v, found, err = c.redis.readHit(ctx, key, &own)
+	} else {
+		e, v, found, err = c.readLocal(ctx, key, &own)
+	}
 	if err != nil {
 		return c.fetchFailed(ctx, key, version, fn, fallback, err)
 	}
 	now := c.now() // after the read: the marks' trust may be measured on it
-	v, _ := c.judgeAt(ctx, &e, found, now, now)
-	if v != verdictHit {
-		return c.fetchJudged(ctx, key, version, fn, fallback, &e, v)
+	verdict, _ := c.judgeAt(ctx, e, found, now, now)
+	if verdict != verdictHit {
+		return c.fetchJudged(ctx, key, version, fn, fallback, e, v, verdict)
 	}
 	if c.l1 != nil {
-		c.l1put(key, e, version)
+		c.l1putRead(key, e, v, version)
 	}
-	return c.hit(ctx, key, &e, now, false)
+	return c.hit(ctx, key, e, v, now, false)
+}
+
+// readLocal is readHit for the process-local store: key's entry, read
+// into own.
+func (c *Cache[V]) readLocal(ctx context.Context, key string, own *entry[V]) (*entry[V], V, bool, error) {
+	var found bool
+	var err error
+	*own, found, err = c.store.read(ctx, hitKeys(key), readShared)
+	return own, own.value, found, err
+}
+
+// l1putRead is l1put for the entry e the hit path read, with its value v.
+// Not inlined: its copy of the entry would sit in fetch's frame.
+//
+//go:noinline
+func (c *Cache[V]) l1putRead(key string, e *entry[V], v V, version uint64) {
+	full := *e
+	full.value = v
+	c.l1put(key, full, version)
 }
 
 // fetchL1 is fetch's L1 hit path: a map read, the marks and two counters;
@@ -116,7 +145,7 @@ func (c *Cache[V]) fetchL1(ctx context.Context, key string, fn func(context.Cont
 	if c.l1Early(e, now) {
 		c.refreshAsync(key, e, one(key, fn))
 	}
-	r, err = c.hit(ctx, key, &e, now, true)
+	r, err = c.hit(ctx, key, &e, e.value, now, true)
 	return r, err, true
 }
 
@@ -144,23 +173,26 @@ func (c *Cache[V]) fetchFailed(ctx context.Context, key string, version uint64, 
 	return c.fetchDegraded(ctx, key, version, fn)
 }
 
-// fetchJudged is fetch for an entry read that is not a plain hit (v):
-// served and refreshed in the background, or loaded again by a load shared
-// by the process's callers.
-func (c *Cache[V]) fetchJudged(ctx context.Context, key string, version uint64, fn, fallback func(context.Context) (V, error), e *entry[V], v verdict) (Result[V], error) {
+// fetchJudged is fetch for an entry read that is not a plain hit (v),
+// with its value val (e may be shared by the callers of one GET: see
+// readHit): served and refreshed in the background, or loaded again by a
+// load shared by the process's callers.
+func (c *Cache[V]) fetchJudged(ctx context.Context, key string, version uint64, fn, fallback func(context.Context) (V, error), read *entry[V], val V, v verdict) (Result[V], error) {
 	var prev *entry[V]
+	e := *read // a copy: read may be shared
+	e.value = val
 	switch v {
 	case verdictEarly:
-		c.l1put(key, *e, version) // fresh: served from L1 until the refresh's fill invalidates it
-		c.refreshAsync(key, *e, one(key, fn))
+		c.l1put(key, e, version) // fresh: served from L1 until the refresh's fill invalidates it
+		c.refreshAsync(key, e, one(key, fn))
 		return c.answer(ctx, key, e.loaded(Hit), nil)
 	case verdictStale:
-		c.refreshAsync(key, *e, one(key, fn))
+		c.refreshAsync(key, e, one(key, fn))
 		return c.answer(ctx, key, e.loaded(Stale), nil)
 	case verdictFailSafe:
 		return c.answer(ctx, key, e.loaded(Stale), nil)
 	case verdictExpired:
-		expired := *e   // a copy: e is the caller's
+		expired := e    // a copy of its own: it escapes to the load
 		prev = &expired // answers if the recompute fails
 	}
 	fb := oneOrNil(key, fallback)
@@ -239,9 +271,9 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 	}
 }
 
-// hit answers a caller from a fresh entry read at now, from L1 or Redis,
-// without building a shared load: this is the hot path.
-func (c *Cache[V]) hit(ctx context.Context, key string, e *entry[V], now time.Time, fromL1 bool) (Result[V], error) {
+// hit answers a caller with value v of a fresh entry e read at now, from
+// L1 or Redis, without building a shared load: this is the hot path.
+func (c *Cache[V]) hit(ctx context.Context, key string, e *entry[V], v V, now time.Time, fromL1 bool) (Result[V], error) {
 	if fromL1 {
 		c.stats.l1Hit()
 	} else {
@@ -250,7 +282,7 @@ func (c *Cache[V]) hit(ctx context.Context, key string, e *entry[V], now time.Ti
 	if c.opts.Observer != nil {
 		c.observe(ctx, Event{Kind: EventOutcome, Key: key, Outcome: Hit, Negative: e.negative})
 	}
-	res := Result[V]{Value: e.value, Outcome: Hit, Age: max(now.Sub(e.w.Created), 0)}
+	res := Result[V]{Value: v, Outcome: Hit, Age: max(now.Sub(e.w.Created), 0)}
 	if e.negative {
 		c.stats.negativeHits.Add(1)
 		return res, errCachedNotFound

@@ -113,46 +113,72 @@ func (s *redisStore[V]) close() error { return s.p.Close() }
 // read implements [store]: the envelope read (see redisstore.Store.Read),
 // decoded. A shared read needs only k.key (see hitKeys).
 func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[V], bool, error) {
+	if mode == readShared {
+		var own entry[V]
+		e, v, found, err := s.readHit(ctx, k.Key, &own)
+		if !found || err != nil {
+			return entry[V]{}, found, err
+		}
+		own = *e // e may be the callers' shared decode: copy it, value aside
+		own.value = v
+		return own, true, nil
+	}
 	r, err := s.p.Read(ctx, k, storeModes[mode])
 	if err != nil {
 		return entry[V]{}, false, err
 	}
-	if mode == readShared && r.Found {
-		return s.sharedEntry(ctx, k.Key, r)
-	}
 	return s.c.decodeEntry(ctx, k.Key, r, mode != readOwn)
 }
 
-// sharedEntry is decodeEntry for a shared read's reply: the callers that
-// share one GET get the same reply (the same bytes), so the second to
-// decode it keeps what it decoded, and the others decode only their own
-// copy of the value (issue 26: the envelope's decode and checks, per hit,
-// were a tenth of the hit path's time). A reply read by one caller alone
-// (no GET shared) costs no allocation for it: seen, the address of the
-// last reply decoded, only tells a second caller of the same reply (or,
-// the address reused, of another: then a decode is kept for nothing).
-func (s *redisStore[V]) sharedEntry(ctx context.Context, key string, r reply) (entry[V], bool, error) {
+// readHit is the hit path's read (read's shared one) for fetch, in as few
+// frames as it can, and with no entry copied: e is everything decoded but
+// the value, and v the caller's own copy of the value. e is either own,
+// decoded into, or the decode shared by the callers of the same GET (see
+// sharedEntry), which nobody may modify. Issue 26: a caller resumes from
+// its wait for the GET on a stack that is cold in the CPU's caches, and
+// every frame it returns through, and every line of an entry copied from
+// frame to frame (three copies of 224 bytes before), costs a miss.
+func (s *redisStore[V]) readHit(ctx context.Context, key string, own *entry[V]) (e *entry[V], v V, found bool, err error) {
+	r, err := s.p.ReadShared(ctx, key)
+	if err != nil || !r.Found {
+		return own, v, false, err
+	}
+	e, v, found = s.sharedEntry(ctx, key, r, own)
+	return e, v, found, nil
+}
+
+// sharedEntry decodes a shared read's reply r: the callers that share one
+// GET get the same reply (the same bytes), so the second to decode it
+// keeps what it decoded, and the others decode only their own copy of the
+// value (issue 26: the envelope's decode and checks, per hit, were a tenth
+// of the hit path's time). A reply read by one caller alone (no GET shared)
+// costs no allocation for it: it is decoded into own. seen, the address of
+// the last reply decoded, only tells a second caller of the same reply
+// (or, the address reused, of another: then a decode is kept for
+// nothing). The entry returned (own, or the shared decode) is readHit's.
+func (s *redisStore[V]) sharedEntry(ctx context.Context, key string, r reply, own *entry[V]) (e *entry[V], v V, found bool) {
 	d := s.shared.Load()
 	if d == nil || unsafe.StringData(d.env) != unsafe.StringData(r.Envelope) || len(d.env) != len(r.Envelope) {
 		at := uintptr(unsafe.Pointer(unsafe.StringData(r.Envelope)))
 		if s.seen.Swap(at) != at {
-			return s.c.decodeEntry(ctx, key, r, true)
+			found = s.c.decodeInto(ctx, key, r.Envelope, own)
+			return own, own.value, found
 		}
 		d = &decodedReply[V]{env: r.Envelope}
 		raw, err := s.c.decodeHeader(r.Envelope, &d.e)
 		if err != nil {
 			s.c.corrupt(ctx, key, err)
-			return entry[V]{}, false, nil
+			return own, v, false
 		}
 		d.raw = raw
 		s.shared.Store(d)
 	}
-	e := d.e
-	if err := s.c.decodeValue(d.raw, &e); err != nil {
+	v, err := s.c.decodeValueOf(d.raw, d.e.negative)
+	if err != nil {
 		s.c.corrupt(ctx, key, err)
-		return entry[V]{}, false, nil
+		return own, v, false
 	}
-	return e, true, nil
+	return &d.e, v, true
 }
 
 // readMany implements [store]: MGET where all keys may live on one node, a

@@ -35,11 +35,17 @@ func TestSharedReadsShareTheDecodeNotTheValue(t *testing.T) {
 	}
 	read := func(r reply) entry[[]byte] {
 		t.Helper()
-		e, found, err := s.sharedEntry(ctx, "k", r)
-		if err != nil || !found {
-			t.Fatalf("found %v, err %v", found, err)
+		var own entry[[]byte]
+		e, v, found := s.sharedEntry(ctx, "k", r, &own)
+		if !found {
+			t.Fatal("not found")
 		}
-		return e
+		if e.value != nil && e != &own {
+			t.Fatalf("the shared decode holds a value: %q", e.value)
+		}
+		full := *e
+		full.value = v
+		return full
 	}
 	kept := func(r reply) bool {
 		d := s.shared.Load()
@@ -74,8 +80,9 @@ func TestSharedReadsShareTheDecodeNotTheValue(t *testing.T) {
 	bad := reply{Envelope: "not an envelope", Found: true}
 	before := c.Stats().Corrupt
 	for range 2 {
-		if _, found, err := s.sharedEntry(ctx, "k", bad); found || err != nil {
-			t.Fatalf("corrupt reply: found %v, err %v", found, err)
+		var own entry[[]byte]
+		if _, _, found := s.sharedEntry(ctx, "k", bad, &own); found {
+			t.Fatal("corrupt reply found")
 		}
 	}
 	if n := c.Stats().Corrupt - before; n != 2 {

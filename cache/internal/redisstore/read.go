@@ -64,6 +64,12 @@ func (s *Store) Read(ctx context.Context, k rediskey.Names, mode Mode) (Reply, e
 	return r, nil
 }
 
+// ReadShared is Read(ctx, k, Shared) for the hit path, in no frame of its
+// own (it is inlined): key is the cache key (k.Key).
+func (s *Store) ReadShared(ctx context.Context, key string) (Reply, error) {
+	return s.reads.do(ctx, key, s.getFn)
+}
+
 // get runs one GET, reporting Redis' health.
 func (s *Store) get(ctx context.Context, valueKey string) (Reply, error) {
 	r, err := s.getRaw(ctx, valueKey)
