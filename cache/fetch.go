@@ -90,21 +90,46 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	// The hit path: one read and a decode, no coalescing, no claim. The
 	// functions below build their own keys, so that nothing of the hit
 	// path escapes to the heap. e is own, or the decode shared by the
-	// callers of one GET (read-only), and v this caller's value.
+	// callers of one GET (read-only), or nil (not found); v is this
+	// caller's value.
 	var own entry[V]
 	var e *entry[V]
 	var v V
-	var found bool
+	var at time.Time
 	var err error
 	if c.redis != nil {
-		e, v, found, err = c.redis.readHit(ctx, key, &own)
+		e, v, at, err = c.redis.readHit(ctx, key, &own)
 	} else {
-		e, v, found, err = c.readLocal(ctx, key, &own)
+		e, v, err = c.readLocal(ctx, key, &own)
 	}
 	if err != nil {
 		return c.fetchFailed(ctx, key, version, fn, fallback, err)
 	}
-	now := c.now() // after the read: the marks' trust may be measured on it
+	// The entry is judged, its freshness and against the invalidation
+	// marks (whose trust is measured on it), at now: a reading taken
+	// after the read, and after this call began. The GET's own reading
+	// (at) is both, for every caller that shares the GET: it was taken
+	// once the reply had come and no caller could join the GET any more
+	// (redisstore's readGroup.do). It saves a clock reading per caller
+	// (60-100 ns on a VM's kvm-clock, issue 26), and it keeps the
+	// invalidation guarantee, which is about the calls that begin after
+	// InvalidateTags returns (docs/how-it-works.md: a mark is trusted for
+	// InvalidationWait from when its read, or a heartbeat, was sent, and
+	// InvalidateTags returns InvalidationWait after its marks were
+	// written): a mark read sent before the marks were written and still
+	// trusted at now is trusted at a moment before InvalidateTags
+	// returned, so this call began before it did. That a caller resumes
+	// after the reading, by the wake-up delay, changes nothing: the
+	// verdict is the reading's, as with a reading of its own after which
+	// it is descheduled. Only with the real clock (at is time.Now's).
+	now := at
+	if !c.realClock || now.IsZero() {
+		now = c.now()
+	}
+	found := e != nil
+	if !found {
+		e = &own
+	}
 	verdict, _ := c.judgeAt(ctx, e, found, now, now)
 	if verdict != verdictHit {
 		return c.fetchJudged(ctx, key, version, fn, fallback, e, v, verdict)
@@ -115,13 +140,16 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	return c.hit(ctx, key, e, v, now, false)
 }
 
-// readLocal is readHit for the process-local store: key's entry, read
-// into own.
-func (c *Cache[V]) readLocal(ctx context.Context, key string, own *entry[V]) (*entry[V], V, bool, error) {
+// readLocal is readHit for the process-local store: key's entry read
+// into own (nil when not found) and its value.
+func (c *Cache[V]) readLocal(ctx context.Context, key string, own *entry[V]) (*entry[V], V, error) {
 	var found bool
 	var err error
 	*own, found, err = c.store.read(ctx, hitKeys(key), readShared)
-	return own, own.value, found, err
+	if !found {
+		return nil, own.value, err
+	}
+	return own, own.value, err
 }
 
 // l1putRead is l1put for the entry e the hit path read, with its value v.

@@ -115,9 +115,9 @@ func (s *redisStore[V]) close() error { return s.p.Close() }
 func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[V], bool, error) {
 	if mode == readShared {
 		var own entry[V]
-		e, v, found, err := s.readHit(ctx, k.Key, &own)
-		if !found || err != nil {
-			return entry[V]{}, found, err
+		e, v, _, err := s.readHit(ctx, k.Key, &own)
+		if e == nil || err != nil {
+			return entry[V]{}, false, err
 		}
 		own = *e // e may be the callers' shared decode: copy it, value aside
 		own.value = v
@@ -132,19 +132,22 @@ func (s *redisStore[V]) read(ctx context.Context, k keys, mode readMode) (entry[
 
 // readHit is the hit path's read (read's shared one) for fetch, in as few
 // frames as it can, and with no entry copied: e is everything decoded but
-// the value, and v the caller's own copy of the value. e is either own,
-// decoded into, or the decode shared by the callers of the same GET (see
-// sharedEntry), which nobody may modify. Issue 26: a caller resumes from
-// its wait for the GET on a stack that is cold in the CPU's caches, and
-// every frame it returns through, and every line of an entry copied from
-// frame to frame (three copies of 224 bytes before), costs a miss.
-func (s *redisStore[V]) readHit(ctx context.Context, key string, own *entry[V]) (e *entry[V], v V, found bool, err error) {
-	r, err := s.p.ReadShared(ctx, key)
+// the value, nil when the key was not found, and v the caller's own copy
+// of the value. e is either own, decoded into, or the decode shared by the
+// callers of the same GET (see sharedEntry), which nobody may modify.
+// Issue 26: a caller resumes from its wait for the GET on a stack that is
+// cold in the CPU's caches, and every frame it returns through, and every
+// line of an entry copied from frame to frame (three copies of 224 bytes
+// before), costs a miss. at is the GET's reading of time.Now, the same for
+// all its callers and later than each one's start (see
+// redisstore.Store.ReadShared).
+func (s *redisStore[V]) readHit(ctx context.Context, key string, own *entry[V]) (e *entry[V], v V, at time.Time, err error) {
+	r, at, err := s.p.ReadShared(ctx, key)
 	if err != nil || !r.Found {
-		return own, v, false, err
+		return nil, v, at, err
 	}
-	e, v, found = s.sharedEntry(ctx, key, r, own)
-	return e, v, found, nil
+	e, v = s.sharedEntry(ctx, key, r, own)
+	return e, v, at, nil
 }
 
 // sharedEntry decodes a shared read's reply r: the callers that share one
@@ -155,20 +158,23 @@ func (s *redisStore[V]) readHit(ctx context.Context, key string, own *entry[V]) 
 // costs no allocation for it: it is decoded into own. seen, the address of
 // the last reply decoded, only tells a second caller of the same reply
 // (or, the address reused, of another: then a decode is kept for
-// nothing). The entry returned (own, or the shared decode) is readHit's.
-func (s *redisStore[V]) sharedEntry(ctx context.Context, key string, r reply, own *entry[V]) (e *entry[V], v V, found bool) {
+// nothing). The entry returned (own, or the shared decode; nil when the
+// reply does not decode) is readHit's.
+func (s *redisStore[V]) sharedEntry(ctx context.Context, key string, r reply, own *entry[V]) (e *entry[V], v V) {
 	d := s.shared.Load()
 	if d == nil || unsafe.StringData(d.env) != unsafe.StringData(r.Envelope) || len(d.env) != len(r.Envelope) {
 		at := uintptr(unsafe.Pointer(unsafe.StringData(r.Envelope)))
 		if s.seen.Swap(at) != at {
-			found = s.c.decodeInto(ctx, key, r.Envelope, own)
-			return own, own.value, found
+			if !s.c.decodeInto(ctx, key, r.Envelope, own) {
+				return nil, v
+			}
+			return own, own.value
 		}
 		d = &decodedReply[V]{env: r.Envelope}
 		raw, err := s.c.decodeHeader(r.Envelope, &d.e)
 		if err != nil {
 			s.c.corrupt(ctx, key, err)
-			return own, v, false
+			return nil, v
 		}
 		d.raw = raw
 		s.shared.Store(d)
@@ -176,9 +182,9 @@ func (s *redisStore[V]) sharedEntry(ctx context.Context, key string, r reply, ow
 	v, err := s.c.decodeValueOf(d.raw, d.e.negative)
 	if err != nil {
 		s.c.corrupt(ctx, key, err)
-		return own, v, false
+		return nil, v
 	}
-	return &d.e, v, true
+	return &d.e, v
 }
 
 // readMany implements [store]: MGET where all keys may live on one node, a

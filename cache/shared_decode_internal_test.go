@@ -36,8 +36,8 @@ func TestSharedReadsShareTheDecodeNotTheValue(t *testing.T) {
 	read := func(r reply) entry[[]byte] {
 		t.Helper()
 		var own entry[[]byte]
-		e, v, found := s.sharedEntry(ctx, "k", r, &own)
-		if !found {
+		e, v := s.sharedEntry(ctx, "k", r, &own)
+		if e == nil {
 			t.Fatal("not found")
 		}
 		if e.value != nil && e != &own {
@@ -81,7 +81,7 @@ func TestSharedReadsShareTheDecodeNotTheValue(t *testing.T) {
 	before := c.Stats().Corrupt
 	for range 2 {
 		var own entry[[]byte]
-		if _, _, found := s.sharedEntry(ctx, "k", bad, &own); found {
+		if e, _ := s.sharedEntry(ctx, "k", bad, &own); e != nil {
 			t.Fatal("corrupt reply found")
 		}
 	}

@@ -42,6 +42,11 @@ type readFlight struct {
 	until time.Time
 	r     Reply
 	err   error
+	// at is a reading of the clock (time.Now) taken once the GET was
+	// answered and the flight had left the group, so that no caller could
+	// join it any more: it is later than the start of every caller of the
+	// GET (see do). Zero when the GET failed.
+	at time.Time
 }
 
 // forget makes later reads of key start a GET of their own: the process
@@ -67,8 +72,11 @@ func (g *readGroup) forgetAll() {
 }
 
 // do returns the reply of get(key): one already in flight, or one started
-// now; or ctx's error when ctx ends first.
-func (g *readGroup) do(ctx context.Context, key string, get func(context.Context, string) (Reply, error)) (Reply, error) {
+// now; or ctx's error when ctx ends first. at is a reading of time.Now
+// taken after the reply came and after the last caller joined the GET,
+// the same for all its callers: a moment after each of them began and
+// before it returns (zero with an error).
+func (g *readGroup) do(ctx context.Context, key string, get func(context.Context, string) (Reply, error)) (r Reply, at time.Time, err error) {
 	dl, bounded := ctx.Deadline()
 	g.mu.Lock()
 	f, ok := g.flights[key]
@@ -84,7 +92,7 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 		g.mu.Unlock()
 		if !bounded && (g.calm == nil || g.calm()) || bounded && f.patient(dl) {
 			g.run(context.WithoutCancel(ctx), key, f, get)
-			return f.r, f.err
+			return f.r, f.at, f.err
 		}
 		go g.run(context.WithoutCancel(ctx), key, f, get)
 	} else {
@@ -93,13 +101,13 @@ func (g *readGroup) do(ctx context.Context, key string, get func(context.Context
 	// One channel to wait on is cheaper than a select.
 	if ctx.Done() == nil || bounded && f.patient(dl) {
 		<-f.done
-		return f.r, f.err
+		return f.r, f.at, f.err
 	}
 	select {
 	case <-f.done:
-		return f.r, f.err
+		return f.r, f.at, f.err
 	case <-ctx.Done():
-		return Reply{}, context.Cause(ctx)
+		return Reply{}, time.Time{}, context.Cause(ctx)
 	}
 }
 
@@ -122,6 +130,12 @@ func (g *readGroup) run(ctx context.Context, key string, f *readFlight, get func
 			delete(g.flights, key)
 		}
 		g.mu.Unlock()
+		// f has left the map (here, or earlier by forget): every caller
+		// that joined it looked it up before, under g.mu, so began before
+		// this reading.
+		if f.err == nil {
+			f.at = time.Now()
+		}
 		close(f.done)
 	}()
 	f.r, f.err = get(ctx, key)

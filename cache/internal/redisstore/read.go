@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -45,7 +46,7 @@ func (s *Store) Read(ctx context.Context, k rediskey.Names, mode Mode) (Reply, e
 	var err error
 	switch mode {
 	case Shared:
-		r, err = s.reads.do(ctx, k.Key, s.getFn)
+		r, _, err = s.reads.do(ctx, k.Key, s.getFn)
 	case Own:
 		r, err = s.get(ctx, k.Value)
 	case Waiting:
@@ -65,8 +66,10 @@ func (s *Store) Read(ctx context.Context, k rediskey.Names, mode Mode) (Reply, e
 }
 
 // ReadShared is Read(ctx, k, Shared) for the hit path, in no frame of its
-// own (it is inlined): key is the cache key (k.Key).
-func (s *Store) ReadShared(ctx context.Context, key string) (Reply, error) {
+// own (it is inlined): key is the cache key (k.Key). at is a reading of
+// time.Now shared by the callers of the GET, later than each one's start
+// (see readGroup.do); zero with an error.
+func (s *Store) ReadShared(ctx context.Context, key string) (r Reply, at time.Time, err error) {
 	return s.reads.do(ctx, key, s.getFn)
 }
 
