@@ -75,7 +75,7 @@ func (c *Cache[V]) judgeAt(ctx context.Context, e *entry[V], found bool, now, ma
 		}
 		return verdictExpired, err
 	}
-	switch st := c.policy.State(e.w, now, e.took, rand.Float64()); st {
+	switch st := c.policy.State(e.w, now, e.took, c.xfetchDraw(e, now)); st {
 	case stale.Fresh, stale.RefreshEarly:
 		switch {
 		case e.failSafe:
@@ -91,6 +91,29 @@ func (c *Cache[V]) judgeAt(ctx context.Context, e *entry[V], found bool, now, ma
 	}
 	return verdictMiss, nil
 }
+
+// xfetchDraw is XFetch's uniform draw for judging e at now, or 0 when no
+// draw could pick e for an early refresh (see xfetchMayPick), which picks
+// no fresh entry: the verdicts are the same, without a draw and a
+// logarithm per hit of an entry far from its expiry (most hits; issue 26).
+func (c *Cache[V]) xfetchDraw(e *entry[V], now time.Time) float64 {
+	if c.xfetchMayPick(e, now) {
+		return rand.Float64()
+	}
+	return 0
+}
+
+// xfetchMayPick reports whether some draw of rand.Float64 may have XFetch
+// pick e at now: stale.Policy.State picks a fresh entry when its fresh
+// time left is at most Δ·β·(−ln(1−u)), and a draw u has 1−u ≥ 2⁻⁵³, so
+// −ln(1−u) ≤ 36.74 < maxXFetchLog.
+func (c *Cache[V]) xfetchMayPick(e *entry[V], now time.Time) bool {
+	return c.policy.Beta > 0 && e.took > 0 && float64(e.w.FreshUntil.Sub(now)) <= float64(e.took)*c.policy.Beta*maxXFetchLog
+}
+
+// maxXFetchLog bounds −ln(1−u) for any draw u of rand.Float64, with room
+// for rounding: the largest is −ln(2⁻⁵³) ≈ 36.74.
+const maxXFetchLog = 37
 
 // errUnvouched explains an entry judged expired because its invalidation
 // marks could not be read in time, when the check gave no error of its own.

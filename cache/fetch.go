@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/stampede-go/stampede/cache/internal/marks"
@@ -242,7 +241,7 @@ func oneOrNil[V any](key string, fn func(context.Context) (V, error)) batchFunc[
 // answers a hot key's every read would otherwise leave it no read to be
 // picked on until L1TTL ends.
 func (c *Cache[V]) l1Early(e entry[V], now time.Time) bool {
-	return c.opts.Beta > 0 && c.policy.State(e.w, now, e.took, rand.Float64()) == stale.RefreshEarly
+	return c.opts.Beta > 0 && c.policy.State(e.w, now, e.took, c.xfetchDraw(&e, now)) == stale.RefreshEarly
 }
 
 // l1get returns key's entry from L1 when it is there and no invalidation
