@@ -96,8 +96,11 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	var v V
 	var at time.Time
 	var err error
-	if c.redis != nil {
-		e, v, at, err = c.redis.readHit(ctx, key, &own)
+	if c.redis != nil { // readHit, in fetch's frame: one frame fewer to return through after the wait
+		var r reply
+		if r, at, err = c.redis.p.ReadShared(ctx, key); err == nil && r.Found {
+			e, v = c.redis.sharedEntry(ctx, key, r, &own)
+		}
 	} else {
 		e, v, err = c.readLocal(ctx, key, &own)
 	}
