@@ -92,6 +92,21 @@ func (c *Cache[V]) judgeAt(ctx context.Context, e *entry[V], found bool, now, ma
 	return verdictMiss, nil
 }
 
+// plainHit reports whether judgeAt says verdictHit for an entry e, found,
+// read at now (the real clock's, also the marks' time), from what this
+// process knows: neither kept nor fail-safe, untagged, its namespace mark
+// vouched for and not above its generation (marks.UntaggedValidAt), fresh
+// and out of XFetch's reach. false says nothing: ask judgeAt. It is the
+// hit path's first question (issue 26), in a small frame that calls only
+// small functions: a caller of a shared GET resumes on a stack cold in
+// the CPU's caches, and judgeAt's frame and its calls reach lines below
+// what the return from the wait warmed, each a cache miss.
+func (c *Cache[V]) plainHit(e *entry[V], now time.Time) bool {
+	return !e.kept && !e.failSafe && len(e.stamp.Tags) == 0 &&
+		now.Before(e.w.FreshUntil) && !c.xfetchMayPick(e, now) &&
+		c.marks.UntaggedValidAt(e.stamp.Gen, c.marks.MonoAt(now, c.realClock))
+}
+
 // xfetchDraw is XFetch's uniform draw for judging e at now, or 0 when no
 // draw could pick e for an early refresh (see xfetchMayPick), which picks
 // no fresh entry: the verdicts are the same, without a draw and a

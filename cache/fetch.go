@@ -132,7 +132,10 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 	if !found {
 		e = &own
 	}
-	verdict, _ := c.judgeAt(ctx, e, found, now, now)
+	verdict := verdictHit
+	if !found || !c.plainHit(e, now) {
+		verdict, _ = c.judgeAt(ctx, e, found, now, now)
+	}
 	if verdict != verdictHit {
 		return c.fetchJudged(ctx, key, version, fn, fallback, e, v, verdict)
 	}

@@ -27,12 +27,25 @@ func (m *Marks) check(ctx context.Context, st Stamp) (State, error) {
 // every hit) is judged here, in a small frame: the same verdict checkAt
 // gives it, without checkAt's frame and closure.
 func (m *Marks) CheckAt(ctx context.Context, st Stamp, now int64) (State, error) {
-	if len(st.Tags) == 0 && !m.Local && now > 0 {
-		if sent := m.ns.sent.Load(); sent != 0 && now-sent < int64(m.Trust)/2 || m.beatVouches(&m.ns, now) {
-			return m.ns.against(st.Gen), nil
-		}
+	if len(st.Tags) == 0 && !m.Local && now > 0 && m.nsVouched(now) {
+		return m.ns.against(st.Gen), nil
 	}
 	return m.checkAt(ctx, st, now)
+}
+
+// UntaggedValidAt reports whether CheckAt says Valid, from what this
+// process knows, for an entry of generation gen without tags at the
+// monotonic time now: the namespace's mark is vouched for (CheckAt's
+// small case) and not above gen. false says nothing: ask CheckAt.
+func (m *Marks) UntaggedValidAt(gen uint64, now int64) bool {
+	return !m.Local && now > 0 && m.nsVouched(now) && m.ns.against(gen) == Valid
+}
+
+// nsVouched reports whether the namespace's mark is vouched for at now:
+// read less than half the trust ago, or by the subscription's heartbeat.
+func (m *Marks) nsVouched(now int64) bool {
+	sent := m.ns.sent.Load()
+	return sent != 0 && now-sent < int64(m.Trust)/2 || m.beatVouches(&m.ns, now)
 }
 
 // checkAt is CheckAt's every case.
