@@ -119,6 +119,41 @@ func TestVanish(t *testing.T) {
 	}
 }
 
+// untilInFlight waits until p's count of chunks in flight satisfies ok.
+func untilInFlight(t *testing.T, p *faultproxy.Proxy, ok func(int) bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(p.InFlight()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d chunks in flight", what, p.InFlight())
+		}
+	}
+}
+
+func someInFlight(n int) bool { return n > 0 }
+func noneInFlight(n int) bool { return n == 0 }
+
+// heldLine is a proxy in front of an echo server, holding traffic back,
+// and a connection through it whose first line, "one", is held in flight.
+func heldLine(t *testing.T) (*faultproxy.Proxy, net.Conn) {
+	t.Helper()
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	p.SetHold(true)
+	if _, err := c.Write([]byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	untilInFlight(t, p, someInFlight, "the held line")
+	return p, c
+}
+
 // A chunk held by the latency counts as in flight until it is forwarded.
 func TestInFlightCountsHeldChunks(t *testing.T) {
 	p, err := faultproxy.New(echo(t))
@@ -135,45 +170,19 @@ func TestInFlightCountsHeldChunks(t *testing.T) {
 	if _, err := c.Write([]byte("ping\n")); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); p.InFlight() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the held ping is not in flight")
-		}
-	}
+	untilInFlight(t, p, someInFlight, "the ping held by the latency")
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "ping\n" {
 		t.Fatalf("%q %v", got, err)
 	}
 	// The echo leaves the count just after it was written.
-	for deadline := time.Now().Add(10 * time.Second); p.InFlight() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("in flight after the echo came back: %d", p.InFlight())
-		}
-	}
+	untilInFlight(t, p, noneInFlight, "after the echo came back")
 }
 
 // Held chunks stay in flight, nothing is lost, and they arrive in order
 // once released.
 func TestHoldForwardsInOrderOnRelease(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p.SetHold(true)
-	if _, err := c.Write([]byte("one\n")); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); p.InFlight() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the held chunk is not in flight")
-		}
-	}
+	p, c := heldLine(t)
 	r := bufio.NewReader(c)
 	_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	if got, err := r.ReadString('\n'); err == nil {
@@ -200,24 +209,7 @@ func TestHoldForwardsInOrderOnRelease(t *testing.T) {
 // Close does not wait for a release: held chunks are dropped with their
 // connections.
 func TestCloseEndsAHold(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p.SetHold(true)
-	if _, err := c.Write([]byte("one\n")); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); p.InFlight() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the held chunk is not in flight")
-		}
-	}
+	p, _ := heldLine(t)
 	if err := p.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		t.Fatal(err)
 	}
