@@ -98,15 +98,8 @@ func TestPurgeHandlerRejectsBadInput(t *testing.T) {
 	t.Run("nil cache", func(t *testing.T) {
 		nilSrv := httptest.NewServer(middleware.PurgeHandler(nil))
 		t.Cleanup(nilSrv.Close)
-		req, _ := http.NewRequest("PURGE", nilSrv.URL, nil)
-		req.Header.Set("Surrogate-Key", "a")
-		res, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("%d, want 503", res.StatusCode)
+		if rep := purgeReq(t, nilSrv.URL, middleware.MethodPurge, map[string]string{"Surrogate-Key": "a"}, ""); rep.status != http.StatusServiceUnavailable {
+			t.Fatalf("%d, want 503", rep.status)
 		}
 	})
 }
@@ -122,14 +115,7 @@ func TestPurgeWithoutRedisIsUnavailable(t *testing.T) {
 	}
 	srv := httptest.NewServer(middleware.PurgeHandler(c))
 	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest(middleware.MethodPurge, srv.URL, nil)
-	req.Header.Set("Surrogate-Key", "a")
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("%d, want 503", res.StatusCode)
+	if rep := purgeReq(t, srv.URL, middleware.MethodPurge, map[string]string{"Surrogate-Key": "a"}, ""); rep.status != http.StatusServiceUnavailable {
+		t.Fatalf("%d, want 503", rep.status)
 	}
 }
