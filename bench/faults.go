@@ -28,9 +28,14 @@ import (
 // data (so the phase after the outage measures a recovery, not a cold
 // cache), and it adds latency, which stopping a server cannot.
 
-// faultLatency is what the redis-slow phase adds each way: one way under
-// RedisTimeout, the round trip past it.
+// faultLatency is what the redis-slow and redis-slowing phases add each
+// way: one way under RedisTimeout, the round trip past it.
 const faultLatency = 150 * time.Millisecond
+
+// faultRampSteps is how many equal steps the redis-slowing phase raises the
+// latency in, over the first third of the phase: a Redis that slows as
+// load grows, against redis-slow's jump.
+const faultRampSteps = 10
 
 // faultGrace bounds how long calls still in flight when the last phase
 // ends may take before they are cut (and counted as errors).
@@ -41,10 +46,13 @@ const faultGrace = 15 * time.Second
 //
 // stampede's strategies run with cache.Options' other defaults, among them
 // RedisTimeout (250 ms per Redis step) and InvalidationWait (100 ms): the
-// redis-slow phase's round trip (2 x faultLatency, 300 ms) is past both, a
-// Redis slow, not down (issue 30), and the phase is judged by the origin's
-// calls per second against the healthy phase's (column "× healthy": a slow
-// Redis must not cost the origin more), not only by latency.
+// round trip of the redis-slow and redis-slowing phases (2 x faultLatency,
+// 300 ms) is past both, a Redis slow, not down (issue 30), and the phases
+// are judged by the origin's calls per second against the healthy phase's
+// (column "× healthy": a slow Redis must not cost the origin more), not
+// only by latency. redis-slow jumps past the budget at once, which for one
+// budget no client can tell from a silent Redis (docs/operating.md);
+// redis-slowing gets there in steps, as a Redis slows under growing load.
 const faultStaleIfError = time.Minute
 
 // quietRedisLog drops go-redis' own log lines ("failed to dial after 5
@@ -60,6 +68,39 @@ type faultRig struct {
 	down    atomic.Bool // new connections are refused while set
 	refused string      // a loopback address nothing listens on
 	origin  *origin
+	// ramp is how long redis-slowing takes to reach faultLatency;
+	// stopRamp ends a ramp under way and waits for it.
+	ramp     time.Duration
+	stopRamp func()
+}
+
+// slowDown raises the proxy's latency to faultLatency in faultRampSteps
+// equal steps over f.ramp, on a goroutine that f.stopRamp ends.
+func (f *faultRig) slowDown() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	f.stopRamp = func() { close(stop); <-done }
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(max(f.ramp/faultRampSteps, time.Millisecond))
+		defer tick.Stop()
+		for i := 1; ; i++ {
+			f.proxy.SetLatency(faultLatency * time.Duration(i) / faultRampSteps)
+			if i == faultRampSteps {
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+}
+
+// speedUp ends redis-slowing: the ramp stops and the latency goes.
+func (f *faultRig) speedUp() {
+	f.stopRamp()
+	f.proxy.SetLatency(0)
 }
 
 // faultPhase is one phase of the faults scenario.
@@ -75,8 +116,10 @@ var faultPhases = []faultPhase{
 		func(f *faultRig) { f.down.Store(true); f.proxy.Reset() }, func(f *faultRig) { f.down.Store(false) }},
 	{"origin-failing", "the origin answers every call with an error at once (stampede: entries inside StaleIfError 1m)",
 		func(f *faultRig) { f.origin.failing.Store(true) }, func(f *faultRig) { f.origin.failing.Store(false) }},
-	{"redis-slow", fmt.Sprintf("+%s each way between every client and Redis", faultLatency),
+	{"redis-slow", fmt.Sprintf("+%s each way between every client and Redis, at once", faultLatency),
 		func(f *faultRig) { f.proxy.SetLatency(faultLatency) }, func(f *faultRig) { f.proxy.SetLatency(0) }},
+	{"redis-slowing", fmt.Sprintf("the same +%s each way, reached in %d equal steps over the phase's first third, as under growing load", faultLatency, faultRampSteps),
+		(*faultRig).slowDown, (*faultRig).speedUp},
 }
 
 func faultPhaseNames() []string {
@@ -119,7 +162,7 @@ func faultClientOptions(base *redis.Options, rig *faultRig) (*redis.Options, err
 // runFaults runs one strategy through every fault phase and returns one
 // result per phase.
 func runFaults(ctx context.Context, cfg config, admin *redis.Client, base *redis.Options, def strategyDef, dist keyDist, progress *progress) ([]Result, error) {
-	rig := &faultRig{origin: newOrigin(cfg.originLatency, cfg.valueSize)}
+	rig := &faultRig{origin: newOrigin(cfg.originLatency, cfg.valueSize), ramp: cfg.faultPhase / 3}
 	var err error
 	if rig.refused, err = refusedAddr(); err != nil {
 		return nil, err

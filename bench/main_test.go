@@ -187,6 +187,12 @@ func TestFaultsScenario(t *testing.T) {
 	if r := got["cache-aside/redis-slow"]; r.Latency.P50 < float64(faultLatency/time.Millisecond) {
 		t.Errorf("cache-aside with Redis slowed by %s each way: p50 %.1f ms", faultLatency, r.Latency.P50)
 	}
+	// The ramp went past half way within the phase: a call paid a round
+	// trip of at least faultLatency (the phase's end, which takes the
+	// latency away, shortens the calls still in flight).
+	if r := got["cache-aside/redis-slowing"]; r.Latency.Max < float64(faultLatency/time.Millisecond) {
+		t.Errorf("cache-aside with Redis slowing to %s each way: max %.1f ms", faultLatency, r.Latency.Max)
+	}
 	if r := got["no-cache/origin-failing"]; r.Errors != r.Requests || r.OriginPerSec <= 0 {
 		t.Errorf("no-cache with the origin failing: %d errors of %d requests, %.1f origin calls/s", r.Errors, r.Requests, r.OriginPerSec)
 	}

@@ -124,22 +124,35 @@ func slowFleet(t *testing.T, fleet []*cache.Cache[string], slow func()) {
 	o.mu.Unlock()
 	before := total(fleet, degraded)
 	for i := range 3 {
-		prefix := "slow" + strconv.Itoa(i) + "-"
-		if errs := fleetRound(fleet, o, prefix); len(errs) > 0 {
-			t.Errorf("round %d: %v", i, errs)
-		}
-		for j := range slowCallers {
-			if n := o.calls[prefix+strconv.Itoa(j)]; n != 1 {
-				t.Errorf("round %d, key %s: %d origin calls across %d replicas, want 1", i, prefix+strconv.Itoa(j), n, len(fleet))
-				for r, c := range fleet {
-					t.Logf("replica %d: %+v", r, c.Stats())
-				}
-			}
-		}
+		oneComputePerKey(t, fleet, o, "slow"+strconv.Itoa(i)+"-")
 	}
 	if d := total(fleet, degraded) - before; d != 0 {
 		t.Errorf("%d callers computed locally (degraded) while Redis answered slowly", d)
 	}
+	breakersClosed(t, fleet)
+}
+
+// oneComputePerKey runs a fleet round on keys prefix+j and checks that
+// every caller got its key's value and each key cost the origin one call.
+func oneComputePerKey(t *testing.T, fleet []*cache.Cache[string], o *fleetOrigin, prefix string) {
+	t.Helper()
+	if errs := fleetRound(fleet, o, prefix); len(errs) > 0 {
+		t.Errorf("round %s: %v", prefix, errs)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for j := range slowCallers {
+		if n := o.calls[prefix+strconv.Itoa(j)]; n != 1 {
+			t.Errorf("key %s: %d origin calls across %d replicas, want 1", prefix+strconv.Itoa(j), n, len(fleet))
+			for r, c := range fleet {
+				t.Logf("replica %d: %+v", r, c.Stats())
+			}
+		}
+	}
+}
+
+func breakersClosed(t *testing.T, fleet []*cache.Cache[string]) {
+	t.Helper()
 	for r, c := range fleet {
 		if st := c.Stats(); st.BreakerOpen {
 			t.Errorf("replica %d: breaker open against a Redis that answers: %+v", r, st)
@@ -151,6 +164,13 @@ func slowFleet(t *testing.T, fleet []*cache.Cache[string], slow func()) {
 // with its own client of addr.
 func slowFleetOn(t *testing.T, addr string, o func(string) *redis.Options) []*cache.Cache[string] {
 	t.Helper()
+	return fleetOn(t, addr, o, shortBudget)
+}
+
+// fleetOn builds slowReplicas caches with RedisTimeout budget in one
+// namespace, each with its own client of addr.
+func fleetOn(t *testing.T, addr string, o func(string) *redis.Options, budget time.Duration) []*cache.Cache[string] {
+	t.Helper()
 	ns := redistest.Prefix(t)
 	fleet := make([]*cache.Cache[string], slowReplicas)
 	for i := range fleet {
@@ -159,7 +179,7 @@ func slowFleetOn(t *testing.T, addr string, o func(string) *redis.Options) []*ca
 		// InvalidationWait is a promise to invalidators, not a budget: it
 		// does not follow the round trip, and must exceed it (see
 		// Options.InvalidationWait).
-		fleet[i] = newCache[string](t, rdb, cache.Options{Namespace: ns, RedisTimeout: shortBudget, InvalidationWait: time.Second})
+		fleet[i] = newCache[string](t, rdb, cache.Options{Namespace: ns, RedisTimeout: budget, InvalidationWait: time.Second})
 	}
 	return fleet
 }
@@ -174,6 +194,35 @@ func TestSlowRedisLatencyKeepsOneComputePerKey(t *testing.T) {
 			p := newProxy(t)
 			fleet := slowFleetOn(t, p.Addr(), cfg.opts)
 			slowFleet(t, fleet, func() { p.SetLatency(70 * time.Millisecond) })
+		})
+	}
+}
+
+// Redis slowing as overload grows, in steps, to a 300 ms round trip past
+// the default 250 ms RedisTimeout, while the fleet keeps calling: the
+// budget follows each step, so no caller computes locally at any point,
+// the first step past RedisTimeout included (unlike a jump past it, which
+// looks silent until a first late reply), and each key costs the origin
+// one call across the fleet in every round.
+func TestSlowingRedisNeverDegrades(t *testing.T) {
+	skipUnderRace(t)
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			p := newProxy(t)
+			fleet := fleetOn(t, p.Addr(), cfg.opts, 250*time.Millisecond)
+			o := &fleetOrigin{calls: map[string]int{}}
+			oneComputePerKey(t, fleet, o, "healthy-")
+			for _, oneWay := range []time.Duration{40, 80, 120, 150} { // ms: round trips 80, 160, 240, 300
+				p.SetLatency(oneWay * time.Millisecond)
+				oneComputePerKey(t, fleet, o, fmt.Sprintf("at%dms-", 2*oneWay))
+			}
+			if d := total(fleet, degraded); d != 0 {
+				t.Errorf("%d callers computed locally (degraded) while Redis slowed", d)
+			}
+			if n := total(fleet, func(s cache.Stats) uint64 { return s.RedisErrors }); n != 0 {
+				t.Errorf("%d Redis errors counted while Redis slowed", n)
+			}
+			breakersClosed(t, fleet)
 		})
 	}
 }
