@@ -127,7 +127,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
-	c.marks.Read, c.marks.Available = rs.readMarks, rs.available
+	c.marks.Read, c.marks.Available, c.marks.Patience = rs.readMarks, rs.available, rs.p.Budget().Expect
 	if opts.DegradedTTL > 0 {
 		c.kept = clockmap.New[entry[V]](opts.MaxLocalEntries)
 	}

@@ -12,9 +12,10 @@ import (
 // their trust runs out.
 
 // check judges st against the marks of the namespace and of its tags,
-// reading those not vouched for by a read sent less than trust ago (again,
-// up to maxMarkReads times, while the answers come too late or fail). An
-// error comes with Unknown: they could not be vouched for.
+// reading those not vouched for by a read sent less than trust before the
+// decision's moment (again, up to maxMarkReads times, while the reads
+// joined were sent too early or fail). An error comes with Unknown: they
+// could not be vouched for.
 func (m *Marks) check(ctx context.Context, st Stamp) (State, error) {
 	return m.CheckAt(ctx, st, 0)
 }
@@ -48,7 +49,9 @@ func (m *Marks) nsVouched(now int64) bool {
 	return sent != 0 && now-sent < int64(m.Trust)/2 || m.beatVouches(&m.ns, now)
 }
 
-// checkAt is CheckAt's every case.
+// checkAt is CheckAt's every case. now, the decision's moment, is taken
+// before any read this check sends: a read sent after it vouches for it
+// however late its answer comes (marks.go, "A slow or distant Redis").
 func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64) (State, error) {
 	slots := st.slots
 	if len(st.Tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
@@ -100,10 +103,11 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64) (State, error)
 			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", m.ErrUnavailable)
 		}
 		if err = m.refresh(ctx, unsure); err == nil {
-			if vouched, s := m.vouched(unsure, st.Gen); vouched {
+			if vouched, s := m.vouched(unsure, st.Gen, now); vouched {
 				return max(state, s), nil
 			}
-			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait)", m.Trust)
+			// The read joined was sent more than trust before now.
+			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait) of the decision", m.Trust)
 		}
 		if ctx.Err() != nil {
 			break
@@ -121,14 +125,15 @@ func unknownAfter(known State) State {
 	return Unknown
 }
 
-// maxMarkReads bounds the reads of one check whose answers came too late
-// (a load spike) or failed, before the entry is judged Unknown.
+// maxMarkReads bounds the reads of one check that failed, or that it
+// joined when they were sent too early for it, before the entry is judged
+// Unknown.
 const maxMarkReads = 4
 
-// vouched reports whether the marks of tags are all vouched for by reads
-// sent less than trust ago, and judges gen against them.
-func (m *Marks) vouched(tags []string, gen uint64) (bool, State) {
-	now := m.Mono()
+// vouched reports whether the marks of tags are all vouched for at the
+// decision's moment now by reads sent less than trust before it (or
+// after it), and judges gen against them.
+func (m *Marks) vouched(tags []string, gen uint64, now int64) (bool, State) {
 	state := Valid
 	for _, t := range tags {
 		s := m.slot(t)
@@ -141,11 +146,18 @@ func (m *Marks) vouched(tags []string, gen uint64) (bool, State) {
 }
 
 // refresh reads the marks of tags in one round trip shared by the callers
-// asking for the same tags, bounded by trust: a later answer could not be
-// trusted anyway.
+// asking for the same tags, bounded by trust or by the round trip Redis
+// shows, whichever is longer: its answer vouches for the decisions whose
+// moment came before it was sent, however late it comes, so a slow or
+// distant Redis is waited for, while a silent one costs a check no more
+// than trust per read, as before its round trip grew.
 func (m *Marks) refresh(ctx context.Context, tags []string) error {
 	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.Trust)
+		bound := m.Trust
+		if m.Patience != nil {
+			bound = max(bound, m.Patience())
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 		defer cancel()
 		cov := m.cover() // before the read is sent
 		sent := m.Mono()

@@ -15,7 +15,8 @@
 //
 // Each process caches the marks it has read. A mark read is trusted for
 // InvalidationWait (δ), measured on the monotonic clock from the moment the
-// read was sent; past that it is read again, in one round trip shared by
+// read was sent to the moment of the decision it serves (see "A slow or
+// distant Redis" below); past that it is read again, in one round trip shared by
 // the concurrent callers (and in the background from δ/2 on, so a hot
 // tag's reads never wait). An invalidation returns δ after its marks were
 // written: whoever serves after that relies on a read sent after the write,
@@ -44,6 +45,23 @@
 // were read after it. So an idle process, or one far from Redis, pays no
 // marks read on its requests while its heartbeats are answered within
 // 3δ/4; InvalidateTags keeps its wait of δ.
+//
+// A slow or distant Redis. A decision needs a read sent less than δ before
+// its moment (a reading taken after the call began, or as a load's answer
+// reaches its caller), not a read answered within δ: an invalidation that
+// returned before that moment wrote its marks more than δ before it, so
+// before the read was sent, and the read saw them. A check therefore takes
+// its moment before it sends a read, and that read vouches for it however
+// late the answer comes: a Redis farther away than δ costs a decision one
+// marks read, instead of leaving every entry unvouched (refused as a hit,
+// judged Unknown as an answer). A read the check joins that was sent more
+// than δ before its moment vouches for nothing: it reads again. A load's
+// answer (the fence against computes in flight) reaches its caller one
+// return trip after Redis ran the read; an invalidation the read missed
+// was written after that and returns at least δ plus its own return trip
+// later, so the fence holds at the answer while the reader's return trip
+// exceeds the invalidator's by less than δ: always when the reader's round
+// trip is below δ, and at any distance when the two are equally far.
 //
 // Across a loss of Redis's data. A restart without persistence, or a
 // failover to a replica that missed the latest writes, takes G back (to 0,
@@ -214,6 +232,10 @@ type Marks struct {
 	// (at most one per name at a time, stopped by the cache's Close).
 	Read  func(ctx context.Context, tags []string) ([]Mark, error)
 	Spawn func(name string, work func(ctx context.Context))
+	// Patience is how long a marks read may take while Redis answers as it
+	// did lately (the Redis budget's Expect); a read is given at least
+	// Trust. nil: Trust.
+	Patience func() time.Duration
 	// Available reports whether the store may be asked (the breaker).
 	Available func() bool
 	// ErrUnavailable is the error a check that Available refused wraps

@@ -3,24 +3,27 @@ package marks
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // The marks' trust rules, against a read function that counts its calls:
 // a mark read vouches for trust from when it was sent; an announcement
 // raises a mark but vouches for nothing; an answer that comes back later
-// than trust vouches for nothing (it is asked again, then the entry is
-// unknown); an open breaker asks nothing, and its error matches the
-// sentinel the cache hands in.
+// than trust still vouches for the decision it was sent for (a distant
+// Redis costs a read, not the entry); a read that fails is asked again,
+// then the entry is unknown; an open breaker asks nothing, and its error
+// matches the sentinel the cache hands in.
 func TestMarksTrust(t *testing.T) {
 	ctx := context.Background()
 	var reads atomic.Int32
 	var latency, clock atomic.Int64 // the read's latency, and the marks' clock, moved by hand
 	clock.Store(int64(time.Second))
 	stored := map[string]Mark{"": {}, "t": {Hard: 3}, "u": {Soft: 4}}
-	up := true
+	up, failing := true, false
 	m := &Marks{Trust: 50 * time.Millisecond, Clock: clock.Load,
 		Spawn:          func(string, func(context.Context)) {}, // no background re-reads: the test counts
 		Available:      func() bool { return up },
@@ -28,6 +31,9 @@ func TestMarksTrust(t *testing.T) {
 		Read: func(ctx context.Context, tags []string) ([]Mark, error) {
 			reads.Add(1)
 			clock.Add(latency.Load()) // the answer takes this long
+			if failing {
+				return nil, errors.New("test: read failed")
+			}
 			out := make([]Mark, len(tags))
 			for i, tg := range tags {
 				out[i] = stored[tg]
@@ -63,14 +69,28 @@ func TestMarksTrust(t *testing.T) {
 	if reads.Load() != before+1 {
 		t.Fatalf("%d reads after the trust window, want 1", reads.Load()-before)
 	}
-	// An answer slower than the window vouches for nothing.
+	// An answer slower than the window vouches for the decision it was
+	// sent for: one read, and the mark's verdict.
 	latency.Store(int64(80 * time.Millisecond))
 	clock.Add(int64(60 * time.Millisecond))
 	before = reads.Load()
-	check(Stamp{Gen: 10}, Unknown)
-	if n := reads.Load() - before; n != maxMarkReads {
-		t.Fatalf("%d reads of a slow mark, want %d", n, maxMarkReads)
+	check(Stamp{Gen: 10}, Valid)
+	check(Stamp{Gen: 10, Tags: []string{"u"}}, Valid)
+	if n := reads.Load() - before; n != 2 {
+		t.Fatalf("%d reads of a slow mark for two decisions, want 2", n)
 	}
+	// A read that fails vouches for nothing: asked again, then unknown.
+	latency.Store(0)
+	clock.Add(int64(60 * time.Millisecond))
+	failing = true
+	before = reads.Load()
+	if st, err := m.check(ctx, Stamp{Gen: 10}); st != Unknown || err == nil {
+		t.Fatalf("marks unreadable: %d %v, want Unknown and an error", st, err)
+	}
+	if n := reads.Load() - before; n != maxMarkReads {
+		t.Fatalf("%d reads of an unreadable mark, want %d", n, maxMarkReads)
+	}
+	failing = false
 	// The breaker open: nothing is asked.
 	latency.Store(0)
 	up = false
@@ -78,6 +98,43 @@ func TestMarksTrust(t *testing.T) {
 	if st, err := m.check(ctx, Stamp{Gen: 10}); st != Unknown || !errors.Is(err, errUnavailable) || reads.Load() != before {
 		t.Fatalf("breaker open: %d %v, %d reads", st, err, reads.Load()-before)
 	}
+}
+
+// A read vouches for a decision whose moment came before it was sent,
+// however late its answer, and not for one whose moment came more than
+// trust after it was sent: a check that joined such a read in flight
+// reads again.
+func TestMarksReadVouchesFromItsSending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var reads atomic.Int32
+		var clock atomic.Int64
+		clock.Store(int64(time.Second))
+		release := make(chan struct{})
+		m := &Marks{Trust: 50 * time.Millisecond, Clock: clock.Load,
+			Spawn: func(string, func(context.Context)) {},
+			Read: func(ctx context.Context, tags []string) ([]Mark, error) {
+				if reads.Add(1) == 1 {
+					<-release // the first read's answer is slow
+				}
+				return []Mark{{Hard: 5}}, nil
+			}}
+		var first, second State
+		var wg sync.WaitGroup
+		wg.Go(func() { first, _ = m.check(ctx, Stamp{Gen: 3}) })
+		synctest.Wait()                         // its read is in flight
+		clock.Add(int64(80 * time.Millisecond)) // past trust since that read was sent
+		wg.Go(func() { second, _ = m.check(ctx, Stamp{Gen: 7}) })
+		synctest.Wait() // the second check joined the read in flight
+		close(release)
+		wg.Wait()
+		if first != Hard || second != Valid {
+			t.Errorf("verdicts %d and %d, want Hard (the slow read vouches for the first) and Valid", first, second)
+		}
+		if n := reads.Load(); n != 2 {
+			t.Errorf("%d reads, want 2: the second check may not rely on a read sent 80 ms before its moment", n)
+		}
+	})
 }
 
 // Process-local marks are the truth: never read, never stale.

@@ -149,6 +149,19 @@ func (p *stepPool) close() { p.once.Do(func() { close(p.quit) }) }
 // Timeout is the budget's floor, RedisTimeout; 0 with no budget of our own.
 func (b Budget) Timeout() time.Duration { return b.d }
 
+// Expect is how long a step may take while Redis answers as it did lately:
+// the budget's estimate (the smoothed round trip plus four deviations, at
+// least twice the smoothed round trip) without its floor, RedisTimeout, and
+// within its ceiling; 0 with no budget of our own or before a first reply.
+// A step that must fail fast when Redis is silent, yet be waited for when
+// Redis is slow, is bounded by max(its own bound, Expect).
+func (b Budget) Expect() time.Duration {
+	if b.h == nil {
+		return 0
+	}
+	return b.h.expect()
+}
+
 // idleConns is how many idle connections rdb's pools hold, its pipelines'
 // pool included.
 func idleConns(rdb redis.UniversalClient) int {

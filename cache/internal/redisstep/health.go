@@ -151,8 +151,14 @@ func (h *redisHealth) rto() time.Duration {
 		// first reply.
 		return min(2*h.floor, h.ceil)
 	}
-	est := time.Duration(s + max(4*h.rttvar.Load(), s))
-	return min(max(est, h.floor), h.ceil)
+	return min(max(h.expect(), h.floor), h.ceil)
+}
+
+// expect is rto's estimate before its floor, within its ceiling; 0 before
+// a first reply.
+func (h *redisHealth) expect() time.Duration {
+	s := h.srtt.Load()
+	return min(time.Duration(s+max(4*h.rttvar.Load(), s)), h.ceil)
 }
 
 // answering reports whether a reply arrived within the last window, to a

@@ -49,6 +49,30 @@ func TestBudgetFollowsTheRoundTripWithinFloorAndCeiling(t *testing.T) {
 	}
 }
 
+// Expect is the budget's estimate without its floor: 0 before a reply,
+// below the floor while Redis answers fast, at least twice a slow round
+// trip, and never past the ceiling.
+func TestExpectIsTheEstimateWithoutTheFloor(t *testing.T) {
+	h, _ := testHealth(t, 250*time.Millisecond, time.Second)
+	if got := h.expect(); got != 0 {
+		t.Fatalf("before any reply: %s, want 0", got)
+	}
+	h.sample(time.Millisecond)
+	if got := h.expect(); got <= 0 || got >= 250*time.Millisecond {
+		t.Fatalf("after a 1ms round trip: %s, want above 0 and below the floor", got)
+	}
+	for range 8 {
+		h.sample(300 * time.Millisecond)
+	}
+	if got := h.expect(); got < 500*time.Millisecond || got > time.Second {
+		t.Fatalf("after 300ms round trips: %s, want about twice the round trip", got)
+	}
+	h.sample(10 * time.Second)
+	if got := h.expect(); got != time.Second {
+		t.Fatalf("after a 10s round trip: %s, want the ceiling (1s)", got)
+	}
+}
+
 // Caches on one client share what they observe of Redis; each keeps its
 // own bounds, and the last one's release forgets the client.
 func TestCachesOfOneClientShareTheirObservations(t *testing.T) {
