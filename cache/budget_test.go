@@ -223,8 +223,9 @@ func slowRedis(t *testing.T, oneWay time.Duration) string {
 // calls may degrade (until a first late reply shows Redis alive, a Redis
 // silent for a whole budget cannot be told from a dead one), then the
 // budget follows the round trip, calls answer from Redis, and the breaker
-// never opens. InvalidationWait, a promise to invalidators and not a
-// budget, must exceed the round trip (see Options.InvalidationWait).
+// never opens. InvalidationWait is above the round trip, so that the
+// heartbeat vouches for the marks and spares each call a marks read (the
+// default works too, a read per decision: TestSlowingRedisNeverDegrades).
 //
 // With ContextTimeoutEnabled a lone sequential caller is not covered: its
 // first step runs inline and is cut at the budget with its connection,

@@ -217,6 +217,20 @@ func (c *Cache[V]) servable(ctx context.Context, l loaded[V], err error) bool {
 	case l.outcome == Stale && l.cause != nil:
 		return c.invalidation(ctx, l.entry()) != marks.Hard
 	}
-	inv := c.invalidation(ctx, l.entry())
+	inv := c.fence(ctx, l.entry())
 	return inv != marks.Hard && inv != marks.Soft
+}
+
+// fence is invalidation at the moment an answer reaches its caller
+// (marks.CheckFence): a mark read whose answer came late is read once more.
+// A kept entry is judged as invalidation judges it.
+func (c *Cache[V]) fence(ctx context.Context, e entry[V]) marks.State {
+	if e.kept {
+		return c.invalidation(ctx, e)
+	}
+	st, err := c.marks.CheckFence(ctx, e.stamp)
+	if st != marks.Valid && err != nil {
+		c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the entry does not answer", "", err)
+	}
+	return st
 }

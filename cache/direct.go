@@ -47,8 +47,8 @@ func (c *Cache[V]) FetchWithFallback(ctx context.Context, key string, fn, fallba
 // open) it returns an error matching [ErrUnavailable] at once; when Redis
 // fails the read, one matching ErrUnavailable too (and [ErrRedisTimeout]
 // past the budget), or ctx's error when ctx ended. An entry whose
-// invalidation marks cannot be read within InvalidationWait (Redis slower
-// than that) may still be valid: Get returns an error matching
+// invalidation marks cannot be read (the read fails, or Redis is silent
+// past its bound) may still be valid: Get returns an error matching
 // ErrUnavailable for it, not "not found".
 func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err error) {
 	if ctx == nil {

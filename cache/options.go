@@ -195,21 +195,23 @@ type Options struct {
 	// own. Default: 0 (no cap).
 	MaxDegradedComputes int
 	// InvalidationWait (δ) is how long this process trusts an invalidation
-	// mark it read from Redis, from the moment the read was sent, and so how
-	// long [Cache.InvalidateTags], [Cache.ExpireTags] and [Cache.Clear] wait
+	// mark it read from Redis, from the moment the read was sent to the
+	// moment of the decision it serves, and so how long
+	// [Cache.InvalidateTags], [Cache.ExpireTags] and [Cache.Clear] wait
 	// after writing their marks before they return: then no replica can
-	// still trust a mark read before the write. A mark read that takes
-	// longer than this vouches for nothing (it is sent again, up to 4
-	// times; then the entry counts as expired and is recomputed), so it
-	// must exceed the slowest Redis round trip worth waiting for: raise it
-	// for a distant Redis. Hot tags are re-read in the background every δ/2; a hit
-	// waits for a mark read at most once per δ per tag. With a single Redis
-	// (a *redis.Client) the invalidation subscription vouches for the marks
-	// instead, PINGed every δ/4: while its PINGs are answered within 3δ/4, a
-	// path waits for a mark read only the first time the process meets a tag
-	// (or after the subscription broke), however idle the process or far
-	// the Redis (docs/how-it-works.md). Not used without Redis
-	// (process-local marks are always current). Default: 100ms.
+	// still trust a mark read before the write. A read vouches for the
+	// decisions taken before it was sent however late its answer comes, so
+	// a Redis farther away than δ costs a decision one mark read (a round
+	// trip), not the entry; δ need not exceed the round trip
+	// (docs/invalidation.md, "Failures and limits"). Hot tags are re-read
+	// in the background every δ/2; a hit waits for a mark read at most once
+	// per δ per tag while Redis answers within δ. With a single Redis (a
+	// *redis.Client) the invalidation subscription vouches for the marks
+	// instead, PINGed every δ/4: while its PINGs are answered within 3δ/4,
+	// a path waits for a mark read only the first time the process meets a
+	// tag (or after the subscription broke), however idle the process
+	// (docs/how-it-works.md). Not used without Redis (process-local marks
+	// are always current). Default: 100ms.
 	InvalidationWait time.Duration
 }
 

@@ -15,15 +15,15 @@ import (
 
 // A value whose invalidation marks cannot be vouched for is no previous
 // value for a revalidation: after InvalidateTags returned on one replica,
-// another replica that meets the tag for the first time while Redis is
-// slower than InvalidationWait cannot tell whether its entry was
-// invalidated, so it recomputes; that compute must not be handed the entry
-// as Previous, or an ErrUnchanged (the origin's 304 to the invalidated
-// value's ETag) stores the invalidated value again under a claim newer
-// than the invalidation, valid for the whole fleet.
+// another replica that meets the tag for the first time while its marks
+// reads fail cannot tell whether its entry was invalidated, so it
+// recomputes; that compute must not be handed the entry as Previous, or an
+// ErrUnchanged (the origin's 304 to the invalidated value's ETag) stores
+// the invalidated value again under a claim newer than the invalidation,
+// valid for the whole fleet.
 func TestRevalidationWithMarksUnreadableSeesNoPrevious(t *testing.T) {
 	ns := redistest.Prefix(t)
-	opts := cache.Options{Namespace: ns, RedisTimeout: 2 * time.Second, InvalidationWait: 100 * time.Millisecond, StaleIfError: time.Hour}
+	opts := cache.Options{Namespace: ns, StaleIfError: time.Hour}
 	a := newCache[string](t, redistest.Client(t), opts)
 	if err := a.Set(t.Context(), "k", "old", cache.WithTags("t")); err != nil {
 		t.Fatal(err)
@@ -31,11 +31,12 @@ func TestRevalidationWithMarksUnreadableSeesNoPrevious(t *testing.T) {
 	if err := a.InvalidateTags(t.Context(), "t"); err != nil {
 		t.Fatal(err)
 	}
-	p := newProxy(t)
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
+	unreadable := &failMarkReads{}
+	unreadable.on.Store(true)
+	rdb.AddHook(unreadable)
 	b := newCache[string](t, rdb, opts)
-	p.SetLatency(80 * time.Millisecond) // a 160 ms round trip: no mark read answers within 100 ms
 	var sawPrevious atomic.Bool
 	r, err := b.Fetch(bounded(t, 20*time.Second), "k", func(ctx context.Context) (string, error) {
 		if v, ok := cache.Previous[string](ctx, "k"); ok {
@@ -52,7 +53,7 @@ func TestRevalidationWithMarksUnreadableSeesNoPrevious(t *testing.T) {
 	if r.Value == "old" || sawPrevious.Load() {
 		t.Fatalf("the recompute was handed the value invalidated before it (previous seen: %v) and answered %q (%v)", sawPrevious.Load(), r.Value, r.Outcome)
 	}
-	p.SetLatency(0)
+	unreadable.on.Store(false)
 	got, err := a.Fetch(bounded(t, 10*time.Second), "k", func(context.Context) (string, error) { return "fresh", nil })
 	if err != nil || got.Value == "old" {
 		t.Fatalf("after: %+v %v; the invalidated value came back", got, err)

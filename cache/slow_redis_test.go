@@ -164,22 +164,23 @@ func breakersClosed(t *testing.T, fleet []*cache.Cache[string]) {
 // with its own client of addr.
 func slowFleetOn(t *testing.T, addr string, o func(string) *redis.Options) []*cache.Cache[string] {
 	t.Helper()
-	return fleetOn(t, addr, o, shortBudget)
+	// InvalidationWait above the round trips these tests make: the
+	// heartbeat vouches for the marks, which spares each decision a marks
+	// read (TestSlowingRedisNeverDegrades keeps the default, below them).
+	return fleetOn(t, addr, o, cache.Options{RedisTimeout: shortBudget, InvalidationWait: time.Second})
 }
 
-// fleetOn builds slowReplicas caches with RedisTimeout budget in one
-// namespace, each with its own client of addr.
-func fleetOn(t *testing.T, addr string, o func(string) *redis.Options, budget time.Duration) []*cache.Cache[string] {
+// fleetOn builds slowReplicas caches with opts in one namespace, each with
+// its own client of addr.
+func fleetOn(t *testing.T, addr string, o func(string) *redis.Options, opts cache.Options) []*cache.Cache[string] {
 	t.Helper()
 	ns := redistest.Prefix(t)
 	fleet := make([]*cache.Cache[string], slowReplicas)
 	for i := range fleet {
 		rdb := redis.NewClient(o(addr))
 		t.Cleanup(func() { _ = rdb.Close() })
-		// InvalidationWait is a promise to invalidators, not a budget: it
-		// does not follow the round trip, and must exceed it (see
-		// Options.InvalidationWait).
-		fleet[i] = newCache[string](t, rdb, cache.Options{Namespace: ns, RedisTimeout: budget, InvalidationWait: time.Second})
+		opts.Namespace = ns
+		fleet[i] = newCache[string](t, rdb, opts)
 	}
 	return fleet
 }
@@ -209,7 +210,10 @@ func TestSlowingRedisNeverDegrades(t *testing.T) {
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			p := newProxy(t)
-			fleet := fleetOn(t, p.Addr(), cfg.opts, 250*time.Millisecond)
+			// The default InvalidationWait (100 ms), below most round trips
+			// here: a marks read vouches for the decisions taken before it
+			// was sent, however late its answer.
+			fleet := fleetOn(t, p.Addr(), cfg.opts, cache.Options{RedisTimeout: 250 * time.Millisecond})
 			o := &fleetOrigin{calls: map[string]int{}}
 			oneComputePerKey(t, fleet, o, "healthy-")
 			for _, oneWay := range []time.Duration{40, 80, 120, 150} { // ms: round trips 80, 160, 240, 300

@@ -57,14 +57,16 @@ func Profile(name string) []Scenario {
 		Nemeses: []string{"latency"}, FaultFor: 2 * time.Second, Calm: 200 * time.Millisecond}
 	slow.Traffic.Keys, slow.Traffic.MaxSleep = 2, 50*time.Millisecond
 	// overload: Redis slower than the budget for the whole fleet (issue
-	// 30): one compute per key holds, no caller computes locally, and the
-	// invalidation fence holds with the round trip past InvalidationWait
-	// (the default 100 ms): a marks read vouches for the decisions taken
-	// before it was sent, however late its answer.
+	// 30): one compute per key holds, no caller computes locally.
+	// InvalidationWait is above the one-way delays (up to twice the
+	// proxy's 175 ms): past that, the fence against computes in flight
+	// holds only while Redis is as far from the invalidator as from the
+	// answering replica (docs/how-it-works.md, "A Redis farther away than
+	// δ"), which the proxy's jitter does not keep.
 	overload := Scenario{Name: "redis-overload", Mode: "redis", Replicas: 3, Clients: 4, Duration: d / 2, Traffic: traffic,
 		Options: wire.Options{Namespace: "ro", TTL: 500 * time.Millisecond, Stale: 300 * time.Millisecond,
 			WaitTimeout: 3 * time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
-			BreakerCooldown: 300 * time.Millisecond},
+			BreakerCooldown: 300 * time.Millisecond, InvalidationWait: 500 * time.Millisecond},
 		Nemeses: []string{"overload"}, FaultFor: 2 * time.Second, Calm: time.Second}
 	out := []Scenario{busy, faults, persist, local, slow, overload}
 	if name == "long" {

@@ -31,7 +31,19 @@ func (m *Marks) CheckAt(ctx context.Context, st Stamp, now int64) (State, error)
 	if len(st.Tags) == 0 && !m.Local && now > 0 && m.nsVouched(now) {
 		return m.ns.against(st.Gen), nil
 	}
-	return m.checkAt(ctx, st, now)
+	return m.checkAt(ctx, st, now, false)
+}
+
+// CheckFence is check for an answer about to reach its caller, the fence
+// against computes in flight: an invalidation that returns before the
+// answer reaches the caller must refuse it, so the moment that counts is
+// the answer's, after the read. A read whose answer came δ or more after
+// it was sent (a distant Redis, a lost packet sent again, a pause of this
+// process) is sent once more and the check judges by that second read,
+// which a single late reply or pause does not delay; see marks.go, "A
+// slow or distant Redis", for what holds when both are late.
+func (m *Marks) CheckFence(ctx context.Context, st Stamp) (State, error) {
+	return m.checkAt(ctx, st, 0, true)
 }
 
 // UntaggedValidAt reports whether CheckAt says Valid, from what this
@@ -49,10 +61,11 @@ func (m *Marks) nsVouched(now int64) bool {
 	return sent != 0 && now-sent < int64(m.Trust)/2 || m.beatVouches(&m.ns, now)
 }
 
-// checkAt is CheckAt's every case. now, the decision's moment, is taken
-// before any read this check sends: a read sent after it vouches for it
-// however late its answer comes (marks.go, "A slow or distant Redis").
-func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64) (State, error) {
+// checkAt is CheckAt's and CheckFence's every case. now, the decision's
+// moment, is taken before any read this check sends: a read sent after it
+// vouches for it however late its answer comes (marks.go, "A slow or
+// distant Redis"); fence: CheckFence's second read.
+func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (State, error) {
 	slots := st.slots
 	if len(st.Tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
 		slots = m.Resolve(st).slots
@@ -98,16 +111,29 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64) (State, error)
 	}
 	var err error
 	known := state // a soft invalidation known already stays one if the marks cannot be read
+	again := fence // CheckFence may read once more after a late answer
 	for range maxMarkReads {
 		if m.Available != nil && !m.Available() {
 			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", m.ErrUnavailable)
 		}
-		if err = m.refresh(ctx, unsure); err == nil {
-			if vouched, s := m.vouched(unsure, st.Gen, now); vouched {
-				return max(state, s), nil
-			}
-			// The read joined was sent more than trust before now.
+		// A read that failed (Redis silent past the read's bound, refusing,
+		// or answering an error) is not sent again: another would cost as
+		// much, and the breaker sees the failure.
+		if err = m.refresh(ctx, unsure); err != nil {
+			break
+		}
+		vouched, s := m.vouched(unsure, st.Gen, now)
+		switch {
+		case !vouched: // the read joined was sent more than trust before now: read again
 			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait) of the decision", m.Trust)
+		case again:
+			if inTime, _ := m.vouched(unsure, st.Gen, m.Mono()); !inTime {
+				again = false
+				continue
+			}
+			return max(state, s), nil
+		default:
+			return max(state, s), nil
 		}
 		if ctx.Err() != nil {
 			break
@@ -125,9 +151,9 @@ func unknownAfter(known State) State {
 	return Unknown
 }
 
-// maxMarkReads bounds the reads of one check that failed, or that it
-// joined when they were sent too early for it, before the entry is judged
-// Unknown.
+// maxMarkReads bounds the reads of one check that it joined when they
+// were sent too early for it (and CheckFence's second read), before the
+// entry is judged Unknown.
 const maxMarkReads = 4
 
 // vouched reports whether the marks of tags are all vouched for at the
@@ -147,18 +173,26 @@ func (m *Marks) vouched(tags []string, gen uint64, now int64) (bool, State) {
 
 // refresh reads the marks of tags in one round trip shared by the callers
 // asking for the same tags, bounded by trust or by the round trip Redis
-// shows, whichever is longer: its answer vouches for the decisions whose
-// moment came before it was sent, however late it comes, so a slow or
-// distant Redis is waited for, while a silent one costs a check no more
-// than trust per read, as before its round trip grew.
+// shows (Patience), whichever is longer: its answer vouches for the
+// decisions whose moment came before it was sent, however late it comes,
+// so a slow or distant Redis is waited for, while a silent one costs a
+// check one such bound: trust after a healthy period, about twice the
+// round trip after a slow one, as a Redis step's budget does.
 func (m *Marks) refresh(ctx context.Context, tags []string) error {
 	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
+		ctx = context.WithoutCancel(ctx)
 		bound := m.Trust
 		if m.Patience != nil {
 			bound = max(bound, m.Patience())
+			if m.Patience() < 0 {
+				bound = 0
+			}
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-		defer cancel()
+		if bound > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, bound)
+			defer cancel()
+		}
 		cov := m.cover() // before the read is sent
 		sent := m.Mono()
 		got, err := m.Read(ctx, tags)

@@ -47,21 +47,28 @@
 // 3δ/4; InvalidateTags keeps its wait of δ.
 //
 // A slow or distant Redis. A decision needs a read sent less than δ before
-// its moment (a reading taken after the call began, or as a load's answer
-// reaches its caller), not a read answered within δ: an invalidation that
-// returned before that moment wrote its marks more than δ before it, so
-// before the read was sent, and the read saw them. A check therefore takes
-// its moment before it sends a read, and that read vouches for it however
-// late the answer comes: a Redis farther away than δ costs a decision one
-// marks read, instead of leaving every entry unvouched (refused as a hit,
-// judged Unknown as an answer). A read the check joins that was sent more
-// than δ before its moment vouches for nothing: it reads again. A load's
-// answer (the fence against computes in flight) reaches its caller one
-// return trip after Redis ran the read; an invalidation the read missed
-// was written after that and returns at least δ plus its own return trip
-// later, so the fence holds at the answer while the reader's return trip
-// exceeds the invalidator's by less than δ: always when the reader's round
-// trip is below δ, and at any distance when the two are equally far.
+// its moment (a reading taken after the call began), not a read answered
+// within δ: an invalidation that returned before that moment wrote its
+// marks more than δ before it, so before the read was sent, and the read
+// saw them. A check therefore takes its moment before it sends a read,
+// and that read vouches for it however late the answer comes: a Redis
+// farther away than δ costs a decision one marks read, instead of leaving
+// every entry unvouched (refused as a hit, judged Unknown as an answer). A
+// read the check joins that was sent more than δ before its moment vouches
+// for nothing: it reads again.
+//
+// The fence against computes in flight (CheckFence) is judged at the
+// answer's moment, after the read: an invalidation the read missed was
+// written after Redis ran it and returns δ plus the invalidator's return
+// trip after that at the earliest, while the answer reaches its caller
+// one return trip of the read after it (this process's pauses included).
+// An answer that came within δ of the read's sending is sure; one that
+// came later is read once more, and judged by the second read, which a
+// single late reply or pause does not delay. So the fence holds unless
+// the second read's own delay from Redis to the answer also exceeds the
+// invalidator's return trip by δ: never while Redis answers this process
+// within δ, and at any distance while it is as far from the invalidator
+// as from this process.
 //
 // Across a loss of Redis's data. A restart without persistence, or a
 // failover to a replica that missed the latest writes, takes G back (to 0,
@@ -146,10 +153,10 @@ const (
 	Valid State = iota // no invalidation since its compute began
 	Soft               // soft-invalidated: expired, usable for stale-if-error
 	Hard               // invalidated: a miss
-	// Unknown: the marks could not be read within InvalidationWait
-	// (Redis unreachable or slow). The entry does not answer as a hit (it
-	// is expired), but, as in degraded mode, it may still stand in for a
-	// failing compute, and a value computed here answers unchecked.
+	// Unknown: the marks could not be read (Redis unreachable, silent past
+	// the read's bound, or failing). The entry does not answer as a hit
+	// (it is expired), but, as in degraded mode, it may still stand in for
+	// a failing compute, and a value computed here answers unchecked.
 	Unknown
 )
 
@@ -234,7 +241,8 @@ type Marks struct {
 	Spawn func(name string, work func(ctx context.Context))
 	// Patience is how long a marks read may take while Redis answers as it
 	// did lately (the Redis budget's Expect); a read is given at least
-	// Trust. nil: Trust.
+	// Trust. nil: Trust; negative: no bound of the marks' own (no Redis
+	// budget: the client's own timeouts bound a read, as every step's).
 	Patience func() time.Duration
 	// Available reports whether the store may be asked (the breaker).
 	Available func() bool
