@@ -136,8 +136,11 @@ func (c *checker) degraded(a answer) bool {
 	// whatever it answers as next (a stale stand-in for a failing compute).
 	// It is kept for DegradedTTL and may stand in past it for the
 	// windows a stored value has (TTL, then max(Stale, StaleIfError)):
-	// no longer.
-	if cp := c.computes[a.v.ID]; cp != nil && cp.Replica == a.op.Replica && c.degradedIDs[a.v.ID] &&
+	// no longer. So is a value computed wholly while a fault kept its
+	// replica from Redis, though the path that answered it first
+	// (GetOrCompute, a batch) did not say Degraded.
+	if cp := c.computes[a.v.ID]; cp != nil && cp.Replica == a.op.Replica &&
+		(c.degradedIDs[a.v.ID] || cp.Ended > 0 && c.cutOff(cp.Replica, cp.Began, cp.Ended)) &&
 		a.op.Invoke <= cp.Ended+c.sc.keptFor() {
 		return true
 	}

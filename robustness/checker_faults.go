@@ -79,6 +79,17 @@ func (c *checker) unreachable(replica string, from, to time.Duration) bool {
 	return false
 }
 
+// cutOff reports whether one fault that keeps replica from Redis (not one
+// that only slows it) lasted all of [from, to].
+func (c *checker) cutOff(replica string, from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from <= from && to <= f.to && (f.replica == "" || f.replica == replica) && !strings.HasPrefix(f.what, "latency") && !strings.HasPrefix(f.what, "overload") {
+			return true
+		}
+	}
+	return false
+}
+
 // lost reports whether Redis may have lost data during [from, to].
 func (c *checker) lost(from, to time.Duration) bool {
 	for _, f := range c.faults {

@@ -397,3 +397,36 @@ func TestCheckerDegradedValueStandsInOnlyWhileKept(t *testing.T) {
 		})
 	}
 }
+
+// A value computed wholly while its replica was cut off from Redis is a
+// degraded one there, though GetOrCompute, which answered it first, does
+// not say so: it may stand in for a failing compute on that replica after
+// another replica's invalidation, as a value answered Degraded may. The
+// same history without the partition is a violation.
+func TestCheckerValueComputedCutOffIsDegraded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cutOff    bool
+		violation string
+	}{
+		{"computed while partitioned", true, ""},
+		{"computed with Redis reachable", false, "invalidation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			if tc.cutOff {
+				b.h.Events = append(b.h.Events, Event{At: at(5), What: "partition: r0 partitioned from redis"},
+					Event{At: at(400), What: "partition: healed", Heal: true})
+			}
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpGetOrCompute, "k0", 8, 25, val("c1", "g0"))
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+			r := val("c1", "g0")
+			r.Outcome = "stale"
+			b.op("r0", wire.OpFetch, "k0", 300, 310, r)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
