@@ -127,7 +127,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
-	c.marks.Read, c.marks.Available, c.marks.Patience = rs.readMarks, rs.available, marksPatience(rs.p.Budget())
+	c.marks.Read, c.marks.Available, c.marks.Patience = rs.readMarks, rs.available, marksPatience(rs.p.Budget(), opts.WaitTimeout)
 	if opts.DegradedTTL > 0 {
 		c.kept = clockmap.New[entry[V]](opts.MaxLocalEntries)
 	}
@@ -344,11 +344,11 @@ func oneServer(rdb redis.UniversalClient) bool {
 }
 
 // marksPatience is how long a marks read may take: what the budget expects
-// of Redis lately; with no budget of ours (RedisTimeout < 0), no bound of
-// the marks' own, as for every step.
-func marksPatience(b redisstep.Budget) func() time.Duration {
+// of Redis lately; with no budget of ours (RedisTimeout < 0), WaitTimeout,
+// a bound on a read that callers share whatever their own deadlines.
+func marksPatience(b redisstep.Budget, wait time.Duration) func() time.Duration {
 	if b.Timeout() <= 0 {
-		return func() time.Duration { return -1 }
+		return func() time.Duration { return wait }
 	}
 	return b.Expect
 }

@@ -202,8 +202,11 @@ type Options struct {
 	// still trust a mark read before the write. A read vouches for the
 	// decisions taken before it was sent however late its answer comes, so
 	// a Redis farther away than δ costs a decision one mark read (a round
-	// trip), not the entry; δ need not exceed the round trip
-	// (docs/invalidation.md, "Failures and limits"). Hot tags are re-read
+	// trip; two for a load's answer, fenced against computes in flight),
+	// not the entry: δ need not exceed the round trip for entries to
+	// answer, but fencing a compute in flight on a replica needs δ above
+	// its one-way delay from Redis, pauses included (docs/invalidation.md,
+	// "Failures and limits"). Hot tags are re-read
 	// in the background every δ/2; a hit waits for a mark read at most once
 	// per δ per tag while Redis answers within δ. With a single Redis (a
 	// *redis.Client) the invalidation subscription vouches for the marks

@@ -79,11 +79,30 @@ func (c *checker) unreachable(replica string, from, to time.Duration) bool {
 	return false
 }
 
-// cutOff reports whether one fault that keeps replica from Redis (not one
-// that only slows it) lasted all of [from, to].
+// cutOff reports whether replica could not reach Redis for all of [from,
+// to]: it lies between the injection and the heal (no settle added) of one
+// fault that cuts replicas off from Redis (Redis killed or paused, this
+// replica partitioned), so no claim or fill of a compute within it can
+// have reached Redis.
 func (c *checker) cutOff(replica string, from, to time.Duration) bool {
-	for _, f := range c.faults {
-		if f.from <= from && to <= f.to && (f.replica == "" || f.replica == replica) && !strings.HasPrefix(f.what, "latency") && !strings.HasPrefix(f.what, "overload") {
+	for i, e := range c.h.Events {
+		kind, _, _ := strings.Cut(e.What, ":")
+		switch {
+		case e.Heal || e.At > from:
+			continue
+		case kind == "partition" && strings.Contains(e.What, replica+" "):
+		case kind == "redis-kill" || kind == "redis-pause":
+		default:
+			continue
+		}
+		healed := c.h.End
+		for _, h := range c.h.Events[i+1:] {
+			if h.Heal {
+				healed = h.At
+				break
+			}
+		}
+		if to <= healed {
 			return true
 		}
 	}

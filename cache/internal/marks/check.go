@@ -127,8 +127,10 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 		case !vouched: // the read joined was sent more than trust before now: read again
 			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait) of the decision", m.Trust)
 		case again:
-			if inTime, _ := m.vouched(unsure, st.Gen, m.Mono()); !inTime {
+			inTime, s := m.vouched(unsure, st.Gen, m.Mono())
+			if !inTime {
 				again = false
+				err = fmt.Errorf("cache: invalidation marks read more than %s (Options.InvalidationWait) before the answer", m.Trust)
 				continue
 			}
 			return max(state, s), nil
@@ -180,19 +182,12 @@ func (m *Marks) vouched(tags []string, gen uint64, now int64) (bool, State) {
 // round trip after a slow one, as a Redis step's budget does.
 func (m *Marks) refresh(ctx context.Context, tags []string) error {
 	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
-		ctx = context.WithoutCancel(ctx)
 		bound := m.Trust
 		if m.Patience != nil {
 			bound = max(bound, m.Patience())
-			if m.Patience() < 0 {
-				bound = 0
-			}
 		}
-		if bound > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, bound)
-			defer cancel()
-		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		defer cancel()
 		cov := m.cover() // before the read is sent
 		sent := m.Mono()
 		got, err := m.Read(ctx, tags)

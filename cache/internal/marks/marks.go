@@ -52,7 +52,8 @@
 // marks more than δ before it, so before the read was sent, and the read
 // saw them. A check therefore takes its moment before it sends a read,
 // and that read vouches for it however late the answer comes: a Redis
-// farther away than δ costs a decision one marks read, instead of leaving
+// farther away than δ costs a decision one marks read (CheckFence two),
+// instead of leaving
 // every entry unvouched (refused as a hit, judged Unknown as an answer). A
 // read the check joins that was sent more than δ before its moment vouches
 // for nothing: it reads again.
@@ -241,8 +242,7 @@ type Marks struct {
 	Spawn func(name string, work func(ctx context.Context))
 	// Patience is how long a marks read may take while Redis answers as it
 	// did lately (the Redis budget's Expect); a read is given at least
-	// Trust. nil: Trust; negative: no bound of the marks' own (no Redis
-	// budget: the client's own timeouts bound a read, as every step's).
+	// Trust. nil: Trust.
 	Patience func() time.Duration
 	// Available reports whether the store may be asked (the breaker).
 	Available func() bool
