@@ -117,10 +117,16 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", m.ErrUnavailable)
 		}
 		// A read that failed (Redis silent past the read's bound, refusing,
-		// or answering an error) is not sent again: another would cost as
-		// much, and the breaker sees the failure.
+		// or answering an error) is not sent again for a decision, which
+		// then refuses the entry (Unknown): another would cost as much,
+		// and the breaker sees the failure. The fence sends it again: an
+		// Unknown there lets the answer through unchecked, which a read
+		// slowed past its bound by load must not do.
 		if err = m.refresh(ctx, unsure); err != nil {
-			break
+			if !fence || ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		vouched, s := m.vouched(unsure, st.Gen, now)
 		switch {
@@ -154,8 +160,8 @@ func unknownAfter(known State) State {
 }
 
 // maxMarkReads bounds the reads of one check that it joined when they
-// were sent too early for it (and CheckFence's second read), before the
-// entry is judged Unknown.
+// were sent too early for it (and CheckFence's second read, and its reads
+// that failed), before the entry is judged Unknown.
 const maxMarkReads = 4
 
 // vouched reports whether the marks of tags are all vouched for at the

@@ -184,6 +184,30 @@ func TestMarksFenceReadsAgainAfterALateAnswer(t *testing.T) {
 	}
 }
 
+// A failed read leaves a decision Unknown (its entry refused) at once, but
+// the fence, where Unknown would let an answer through unchecked, reads
+// again.
+func TestMarksFenceRetriesAFailedRead(t *testing.T) {
+	ctx := context.Background()
+	var reads atomic.Int32
+	newMarks := func() *Marks {
+		reads.Store(0)
+		return &Marks{Trust: 100 * time.Millisecond, Spawn: func(string, func(context.Context)) {},
+			Read: func(ctx context.Context, tags []string) ([]Mark, error) {
+				if reads.Add(1) <= 2 {
+					return nil, errors.New("test: read timed out under load")
+				}
+				return []Mark{{Hard: 5}}, nil
+			}}
+	}
+	if st, err := newMarks().CheckAt(ctx, Stamp{Gen: 3}, 0); st != Unknown || err == nil || reads.Load() != 1 {
+		t.Errorf("decision after a failed read: %d %v after %d reads, want Unknown with an error after 1", st, err, reads.Load())
+	}
+	if st, err := newMarks().CheckFence(ctx, Stamp{Gen: 3}); st != Hard || err != nil || reads.Load() != 3 {
+		t.Errorf("fence after two failed reads: %d %v after %d reads, want Hard after 3", st, err, reads.Load())
+	}
+}
+
 // Process-local marks are the truth: never read, never stale.
 func TestMarksLocal(t *testing.T) {
 	m := &Marks{Local: true}
