@@ -229,8 +229,8 @@ func (c *Cache[V]) fence(ctx context.Context, e entry[V]) marks.State {
 		return c.invalidation(ctx, e)
 	}
 	st, err := c.marks.CheckFence(ctx, e.stamp)
-	if st != marks.Valid && err != nil {
-		c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the entry does not answer", "", err)
+	if st == marks.Unknown && err != nil {
+		c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the answer goes unchecked", "", err)
 	}
 	return st
 }
