@@ -40,7 +40,7 @@ func TestAgeCountsTheTimeStored(t *testing.T) {
 			w := httptest.NewRecorder()
 			res := cache.Result[Response]{Value: Response{Status: http.StatusOK, Header: tc.stored, Body: []byte("body")},
 				Outcome: cache.Hit, Age: resident}
-			h.respond(w, r, nil, res, nil)
+			h.respond(w, r, r, nil, res, nil)
 			if w.Code != tc.status || w.Header().Get("Age") != tc.wantAge || w.Body.String() != tc.wantBody {
 				t.Fatalf("%d, Age %q, body %q; want %d, Age %q, body %q",
 					w.Code, w.Header().Get("Age"), w.Body.String(), tc.status, tc.wantAge, tc.wantBody)
@@ -74,7 +74,7 @@ func TestMissCarriesItsCorrectedAge(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "http://reports.example/r", nil)
 			w := httptest.NewRecorder()
 			own := &produced{resp: Response{Status: http.StatusOK, Header: tc.header, Body: []byte("body")}}
-			h.respond(w, r, own, cache.Result[Response]{Outcome: cache.Miss}, nil)
+			h.respond(w, r, r, own, cache.Result[Response]{Outcome: cache.Miss}, nil)
 			age, err := strconv.Atoi(w.Header().Get("Age"))
 			if err != nil || age < tc.min || age > tc.max {
 				t.Fatalf("Age %q, want [%d, %d]", w.Header().Get("Age"), tc.min, tc.max)

@@ -37,14 +37,15 @@ func Cache(c *cache.Cache[Response]) func(http.Handler) http.Handler {
 func CacheWithOptions(c *cache.Cache[Response], opts Options) func(http.Handler) http.Handler {
 	opts.setDefaults()
 	return func(next http.Handler) http.Handler {
-		return &handler{c: c, opts: opts, next: next}
+		return &handler{c: c, opts: opts, next: next, detached: make(detachedRuns, opts.MaxDetachedRuns)}
 	}
 }
 
 type handler struct {
-	c    *cache.Cache[Response]
-	opts Options
-	next http.Handler
+	c        *cache.Cache[Response]
+	opts     Options
+	next     http.Handler
+	detached detachedRuns // detach.go
 }
 
 // maxMarkerHops bounds how many markers one request follows.
@@ -59,21 +60,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !safeMethod(r.Method):
 		h.passUnsafe(w, r)
 		return
-	case r.Method != http.MethodGet && r.Method != http.MethodHead,
-		!h.opts.CacheAuthorized && r.Header.Get("Authorization") != "",
-		r.Header.Get("Upgrade") != "",
-		// Nothing of a no-store request or its response may be stored
-		// (RFC 9111 §5.2.1.5); like Authorization, it costs its sender a
-		// handler run of its own.
-		r.Header.Get("Cache-Control") != "" && parseCacheControl(r.Header).noStore:
+	}
+	kr := h.admit(r) // admit.go: the request as the cache keys it and the handler sees it
+	if kr == nil {
 		h.bypass(w, r)
 		return
 	}
-	kr := keyRequest(r)
 	urlKey := h.opts.Key(kr, h.opts.VaryHeaders)
-	f := &fetch{h: h, tmpl: &template{src: r}, key: urlKey, urlKey: urlKey, vary: h.opts.VaryHeaders}
+	f := &fetch{h: h, tmpl: &template{src: kr}, key: urlKey, urlKey: urlKey, vary: h.opts.VaryHeaders}
 	for hop := 0; ; hop++ {
-		f.live = &lender{w: w, statusHeader: h.opts.StatusHeader}
+		f.live = newLender(w, h.opts.StatusHeader)
 		res, err := h.c.Fetch(context.WithValue(r.Context(), fetchKey, f), f.key, f.compute)
 		if err != nil || res.Outcome == cache.Stale || (res.Outcome == cache.Hit && h.c.Policy().Beta > 0) {
 			// The compute may run after this request returns (a
@@ -87,7 +83,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		own := f.ownResult(res.Outcome)
 		if own != nil || err != nil || len(res.Value.VaryOn) == 0 {
-			h.respond(w, r, own, res, err)
+			h.respond(w, r, kr, own, res, err)
 			return
 		}
 		// A marker: the responses vary on request headers; look up this
@@ -106,9 +102,9 @@ func (h *handler) bypass(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
-// respond answers r from its fetch: own is what this request's own handler
-// run produced, if it ran one.
-func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced, res cache.Result[Response], err error) {
+// respond answers r (cached as kr) from its fetch: own is what this
+// request's own handler run produced, if it ran one.
+func (h *handler) respond(w http.ResponseWriter, r, kr *http.Request, own *produced, res cache.Result[Response], err error) {
 	if err == nil && (errors.Is(res.Err, cache.ErrValueTooLarge) || errors.Is(res.Err, cache.ErrCodec)) {
 		err = res.Err // computed but not stored: never shared beyond its own run
 	}
@@ -142,13 +138,14 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, own *produced,
 		http.Error(w, http.StatusText(http.StatusGatewayTimeout), http.StatusGatewayTimeout)
 	case err == nil:
 		h.write(w, r, res.Value, statusOf(res.Outcome), res.Age)
-	case errors.As(err, &ns) && ns.shared != nil:
+	case errors.As(err, &ns) && ns.selects(&h.opts, kr):
 		h.write(w, r, *ns.shared, statusOf(res.Outcome), 0)
 	case errors.As(err, &hp):
 		http.Error(w, "handler failed", http.StatusBadGateway)
 	case errors.As(err, &ns), errors.Is(err, cache.ErrValueTooLarge), errors.Is(err, cache.ErrCodec):
-		// Not shareable, or not stored: only the run that made it may
-		// answer with it. Run the handler for this request.
+		// Not shareable, made for a request this one differs from, or not
+		// stored: only the run that made it may answer with it. Run the
+		// handler for this request.
 		h.bypass(w, r)
 	case errors.Is(err, cache.ErrInvalidKey), errors.Is(err, cache.ErrClosed):
 		h.bypass(w, r) // a URL too long to key, or a cache shut down: no cache, still an answer

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 
@@ -66,4 +67,41 @@ func withRouting(ctx, from context.Context) context.Context {
 		return context.WithValue(ctx, chi.RouteCtxKey, rctx.Clone())
 	}
 	return ctx
+}
+
+// Detached runs: a handler run whose request left goes on to fill the
+// cache, outside the route's own limits (a router's Throttle or Timeout
+// see the request end). Each route bounds how many do (Options.
+// MaxDetachedRuns), and so does the process, over every route; past
+// either bound the run is cancelled and nothing is stored.
+
+// maxProcessDetachedRuns bounds the detached handler runs of every route
+// in the process together.
+const maxProcessDetachedRuns = 64
+
+// processDetached holds a slot per detached run of the process.
+var processDetached = make(chan struct{}, maxProcessDetachedRuns)
+
+// errTooManyDetached cancels a run whose request left while the route or
+// the process had as many detached runs as they allow.
+var errTooManyDetached = errors.New("middleware: too many handler runs detached from their requests")
+
+// detachedRuns holds a slot per detached run of one route.
+type detachedRuns chan struct{}
+
+// acquire takes a slot of the route and one of the process without
+// waiting; release gives them back.
+func (d detachedRuns) acquire() (release func(), ok bool) {
+	select {
+	case d <- struct{}{}:
+	default:
+		return nil, false
+	}
+	select {
+	case processDetached <- struct{}{}:
+	default:
+		<-d
+		return nil, false
+	}
+	return func() { <-processDetached; <-d }, true
 }

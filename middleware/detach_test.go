@@ -139,7 +139,8 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 			gate := make(chan struct{})
 			h.gate.Store(&gate)
 			c := newResponses(t, redistest.Client(t), cache.Options{Namespace: ns})
-			srv := httptest.NewServer(rt.mount(middleware.Cache(c), h))
+			// Every run goes on detached: the route allows them all.
+			srv := httptest.NewServer(rt.mount(middleware.CacheWithOptions(c, middleware.Options{MaxDetachedRuns: n}), h))
 			t.Cleanup(srv.Close)
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
@@ -164,7 +165,11 @@ func TestRouteParamsOfDetachedRuns(t *testing.T) {
 			for i := range n {
 				want := fmt.Sprintf(`{"report":"%d","run":`, i)
 				var body string
+				deadline := time.Now().Add(waitBound)
 				for found := false; !found; {
+					if time.Now().After(deadline) {
+						t.Fatalf("/reports/%d not stored within %s", i, waitBound)
+					}
 					body, found = storedBody(t, replica, fmt.Sprintf("%s/reports/%d", srv.URL, i))
 					time.Sleep(time.Millisecond) // the abandoned run stores in the background: poll
 				}

@@ -52,17 +52,6 @@ func (f *fetch) follow(kr *http.Request, marker Response) *fetch {
 	return &fetch{h: f.h, tmpl: f.tmpl, key: key, urlKey: f.urlKey, vary: vary, generation: marker.Generation}
 }
 
-// keyRequest is the request whose key r uses: r, as a GET when r is a
-// HEAD (HEAD is answered from the GET entry).
-func keyRequest(r *http.Request) *http.Request {
-	if r.Method != http.MethodHead {
-		return r
-	}
-	g := r.WithContext(r.Context())
-	g.Method = http.MethodGet
-	return g
-}
-
 // ownResult returns what this fetch's own run produced, when the Fetch's
 // outcome says its answer is that run's.
 func (f *fetch) ownResult(o cache.Outcome) *produced {
@@ -167,12 +156,32 @@ func (h *handler) run(ctx context.Context, req *http.Request, live *lender) (Res
 		}()
 		h.next.ServeHTTP(rec, forRun(hctx, req))
 	}()
-	select {
-	case <-done:
-	case <-rec.streaming:
-	case <-ctx.Done():
-		if !rec.abandon(context.Cause(ctx)) {
-			return Response{}, fmt.Errorf("middleware: handler: %w", context.Cause(ctx))
+	var left <-chan struct{} // closed when the request that started the run leaves
+	if live != nil {
+		left = live.gone
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-rec.streaming:
+			waiting = false
+		case <-left:
+			// The run goes on detached, to fill the cache: it takes one of
+			// the route's and the process's detached slots, or is cancelled.
+			left = nil
+			release, ok := h.detached.acquire()
+			if !ok {
+				rec.abandon(errTooManyDetached)
+				h.logFailure(req, "detached handler run cancelled", errTooManyDetached)
+				return Response{}, &notStored{reason: errTooManyDetached.Error()}
+			}
+			defer release()
+		case <-ctx.Done():
+			if !rec.abandon(context.Cause(ctx)) {
+				return Response{}, fmt.Errorf("middleware: handler: %w", context.Cause(ctx))
+			}
+			waiting = false
 		}
 	}
 	return rec.result()

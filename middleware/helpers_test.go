@@ -5,10 +5,13 @@ package middleware_test
 // replies, and a handler that counts its runs.
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,13 +177,55 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // X-Client: i, and releases the handler once all of them wait in the cache.
 func clientsOnOneRun(t *testing.T, url string, n int, release chan struct{}) []reply {
 	t.Helper()
-	replies := make([]reply, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { replies[i] = get(t, url, map[string]string{"X-Client": fmt.Sprint(i)}) })
+	hdrs := make([]map[string]string, n)
+	for i := range hdrs {
+		hdrs[i] = map[string]string{"X-Client": fmt.Sprint(i)}
 	}
-	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", n, 10*time.Second)
+	return requestsOnOneRun(t, url, hdrs, release)
+}
+
+// requestsOnOneRun sends concurrent requests for url, request i with the
+// headers hdrs[i], and releases the handler once all of them wait in the
+// cache.
+func requestsOnOneRun(t *testing.T, url string, hdrs []map[string]string, release chan struct{}) []reply {
+	t.Helper()
+	replies := make([]reply, len(hdrs))
+	var wg sync.WaitGroup
+	for i, hdr := range hdrs {
+		wg.Go(func() { replies[i] = get(t, url, hdr) })
+	}
+	leakcheck.WaitBlocked(t, "singleflight.(*Group[...]).Do(", len(hdrs), 10*time.Second)
 	close(release)
 	waitAll(t, &wg, "the requests to be answered")
 	return replies
+}
+
+// rawGet sends "GET target" to the server at base over a connection of its
+// own, with the request line exactly as given (no client re-encodes it),
+// the test Host and the headers hdr, and reads the reply.
+func rawGet(t *testing.T, base, target string, hdr ...string) reply {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), waitBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(requestBound))
+	msg := "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n"
+	for i := 0; i+1 < len(hdr); i += 2 {
+		msg += hdr[i] + ": " + hdr[i+1] + "\r\n"
+	}
+	if _, err := io.WriteString(conn, msg+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{status: res.StatusCode, header: res.Header, body: string(b)}
 }

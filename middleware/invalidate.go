@@ -21,7 +21,8 @@ func safeMethod(method string) bool {
 }
 
 // passUnsafe passes an unsafe request (POST, PUT, PATCH, DELETE...) to the
-// handler. When the handler answers with a non-error status, the stored
+// handler. When the handler answers with a non-error status (as
+// Options.Invalidates decides), the stored
 // responses for the request's URL, and for its Location and
 // Content-Location on the same host, are deleted fleet-wide before that
 // status goes out (RFC 9111 §4.4), so a client that reads after its write
@@ -29,14 +30,16 @@ func safeMethod(method string) bool {
 func (h *handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(h.opts.StatusHeader, StatusBypass)
 	pt := &passThrough{ResponseWriter: w, onFinal: func(status int) {
-		if status < 400 {
+		if h.opts.Invalidates(r, status) {
 			h.invalidate(r, w.Header())
 		}
 	}}
 	h.next.ServeHTTP(pt, r)
 	if !pt.done { // the handler wrote nothing: net/http answers 200
 		pt.done = true
-		h.invalidate(r, w.Header())
+		if h.opts.Invalidates(r, http.StatusOK) {
+			h.invalidate(r, w.Header())
+		}
 	}
 }
 

@@ -90,3 +90,32 @@ func TestUnsafeMethodsInvalidate(t *testing.T) {
 	}
 	expect("/items", "HIT")
 }
+
+// Options.Invalidates restricts which unsafe requests invalidate: here
+// only a 2xx, so an anonymous POST the handler redirects to its login page
+// costs no handler run of the entry's readers.
+func TestInvalidatesDecidesWhichUnsafeRequestsInvalidate(t *testing.T) {
+	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		switch {
+		case r.Method == http.MethodGet:
+			fmt.Fprintf(w, "page %d", n)
+		case r.Header.Get("Authorization") == "":
+			http.Redirect(w, r, "/login", http.StatusFound)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}}
+	only2xx := func(_ *http.Request, status int) bool { return status >= 200 && status < 300 }
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{Invalidates: only2xx}, h)
+	get(t, srv.URL+"/doc", nil)
+	for range 5 {
+		do(t, http.MethodPost, srv.URL+"/doc", nil) // 302 to /login
+	}
+	if r := get(t, srv.URL+"/doc", nil); r.header.Get("X-Cache") != "HIT" || r.body != "page 1" {
+		t.Fatalf("after anonymous POSTs: %s %q, want the stored page", r.header.Get("X-Cache"), r.body)
+	}
+	do(t, http.MethodPost, srv.URL+"/doc", map[string]string{"Authorization": "Bearer editor"})
+	if r := get(t, srv.URL+"/doc", nil); r.header.Get("X-Cache") != "MISS" {
+		t.Fatalf("after an editor's POST: %s %q, want a MISS", r.header.Get("X-Cache"), r.body)
+	}
+}

@@ -1,20 +1,26 @@
 package middleware
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 )
 
 // Key returns the default cache key of r: the method class (HEAD shares
-// GET's entries), host, path and query with parameters sorted by name
-// (values keep their order), followed by the values of the request headers
-// named in vary, normalised as RFC 9111 §4.1 allows (field lines combined,
-// whitespace around commas dropped). Parts are length-prefixed, so distinct
-// requests never produce the same key.
+// GET's entries), host, path (decoded and as sent, so that two requests
+// share a key only where a router and the handler see the same path) and
+// query as sent (a handler that reads the query raw sees exactly what the
+// key holds), the forwarding headers a handler may build links from
+// (forwardingHeaders; Forwarded's host and proto) when r carries them, and
+// the values of the request headers named in vary, normalised as RFC 9111
+// §4.1 allows (field lines combined, whitespace around commas dropped) and
+// hashed, so that no credential or cookie reaches a Redis key name or a
+// log. Parts are length-prefixed, so distinct requests never produce the
+// same key.
 func Key(r *http.Request, vary []string) string {
 	var b strings.Builder
 	method := r.Method
@@ -28,31 +34,76 @@ func Key(r *http.Request, vary []string) string {
 	}
 	part(method)
 	part(strings.ToLower(r.Host))
-	path := r.URL.EscapedPath()
+	path := r.URL.Path
 	if path == "" {
 		path = "/"
 	}
 	part(path)
-	part(sortedQuery(r.URL.RawQuery))
+	part(r.URL.RawPath)
+	part(r.URL.RawQuery)
+	for _, name := range forwardingHeaders {
+		if values := r.Header.Values(name); len(values) > 0 {
+			part(name)
+			if name == "Forwarded" {
+				part(forwardedHostProto(values))
+			} else {
+				part(fieldValue(values))
+			}
+		}
+	}
+	if len(vary) > 0 {
+		part("") // the forwarding headers end here
+	}
 	for _, name := range vary {
 		name = textproto.CanonicalMIMEHeaderKey(name)
 		part(name)
-		part(fieldValue(r.Header.Values(name)))
+		part(hashedValue(fieldValue(r.Header.Values(name))))
 	}
 	return b.String()
 }
 
-// sortedQuery re-encodes a query with its parameters sorted by name. A
-// query that does not parse is kept verbatim, so it still keys distinctly.
-func sortedQuery(raw string) string {
-	if raw == "" {
+// forwardingHeaders are the request headers through which proxies tell a
+// handler the host, scheme, port, prefix or path the client asked for, and
+// which frameworks read to build absolute links and redirects: unkeyed, one
+// request's value would poison the entry every other request is answered
+// from ("Practical Web Cache Poisoning", Kettle 2018). The key includes
+// them when present; behind a proxy that sets them, every request carries
+// the same values and shares the same entries.
+var forwardingHeaders = []string{
+	"Forwarded", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Scheme",
+	"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Server", "X-Host",
+	"X-Original-Url", "X-Rewrite-Url", "X-Http-Method-Override",
+}
+
+// forwardedHostProto returns the host and proto parameters of a Forwarded
+// header's elements, in order (RFC 7239): the parts a handler builds links
+// from. Its for= and by= (the client's and the proxy's addresses, distinct
+// for every client) are left out, or no two clients would share an entry.
+func forwardedHostProto(lines []string) string {
+	var b strings.Builder
+	for _, line := range lines {
+		for _, elem := range strings.Split(line, ",") {
+			for _, pair := range strings.Split(elem, ";") {
+				name, value, _ := strings.Cut(strings.TrimSpace(pair), "=")
+				if name = strings.ToLower(strings.TrimSpace(name)); name == "host" || name == "proto" {
+					b.WriteString(name + "=" + strings.TrimSpace(value) + ";")
+				}
+			}
+			b.WriteByte(',')
+		}
+	}
+	return b.String()
+}
+
+// hashedValue is the form in which a request header's value enters a key:
+// a hash, so that the key of a variant keyed on a credential or a cookie
+// holds neither (Redis key names show in MONITOR, SLOWLOG and logs).
+func hashedValue(v string) string {
+	if v == "" {
 		return ""
 	}
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return "!" + raw
-	}
-	return q.Encode() // Encode sorts by key
+	sum := sha256.Sum256([]byte(v))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // varyNames parses the Vary header values into canonical header names,

@@ -19,7 +19,7 @@ func request(host, path, rawQuery, lang string) *http.Request {
 func TestKeyParts(t *testing.T) {
 	vary := []string{"Accept-Language"}
 	same := [][2]*http.Request{
-		{request("a.example", "/p", "x=1&y=2", ""), request("A.example", "/p", "y=2&x=1", "")},
+		{request("a.example", "/p", "x=1&y=2", ""), request("A.example", "/p", "x=1&y=2", "")},
 		{request("h", "/p", "", "en"), request("h", "/p", "", "en")},
 	}
 	for _, p := range same {
@@ -33,6 +33,9 @@ func TestKeyParts(t *testing.T) {
 		{request("h", "/a", "b", ""), request("h", "/a?b", "", "")},
 		{request("h1", "/p", "", ""), request("h", "1/p", "", "")},
 		{request("h", "/p", "x=1&x=2", ""), request("h", "/p", "x=2&x=1", "")}, // value order matters
+		// The query as sent: a handler reading RawQuery sees each form.
+		{request("h", "/p", "x=1&y=2", ""), request("h", "/p", "y=2&x=1", "")},
+		{request("h", "/p", `q=%22%3E`, ""), request("h", "/p", `q=">`, "")},
 	}
 	for _, p := range differ {
 		if Key(p[0], vary) == Key(p[1], vary) {
@@ -68,7 +71,7 @@ func FuzzKey(f *testing.F) {
 			t.Fatal("Key is not deterministic")
 		}
 		sameParts := strings.EqualFold(h1, h2) && requestPath(r1) == requestPath(r2) &&
-			sortedQuery(q1) == sortedQuery(q2) &&
+			q1 == q2 &&
 			fieldValue(r1.Header.Values("Accept-Language")) == fieldValue(r2.Header.Values("Accept-Language"))
 		if (k1 == k2) != sameParts {
 			t.Fatalf("keys equal=%v but parts equal=%v: %q %q", k1 == k2, sameParts, k1, k2)
@@ -76,13 +79,13 @@ func FuzzKey(f *testing.F) {
 	})
 }
 
-// requestPath is the path a server sees: an empty one is "/" (RFC 9110
-// §4.2.3), as Key has it.
+// requestPath is the path a server sees, decoded and as sent: an empty one
+// is "/" (RFC 9110 §4.2.3), as Key has it.
 func requestPath(r *http.Request) string {
-	if p := r.URL.EscapedPath(); p != "" {
-		return p
+	if p := r.URL.Path; p != "" {
+		return p + "\x00" + r.URL.RawPath
 	}
-	return "/"
+	return "/\x00" + r.URL.RawPath
 }
 
 func TestParseCacheControl(t *testing.T) {

@@ -3,6 +3,7 @@ package middleware
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -44,8 +45,47 @@ type Options struct {
 	// MaxValueBytes with it (see [NewCache]). Default: 1 MiB.
 	MaxBodyBytes int
 	// CacheAuthorized lets requests carrying Authorization use the cache;
-	// without it they pass through. Default: false.
+	// without it they pass through. Each credential then has entries of
+	// its own: the route's responses vary on Authorization (as if they said
+	// Vary: Authorization; the value is hashed into the key), so a response
+	// made for one credential never answers another, nor an anonymous
+	// request (RFC 9111 §3.5). Default: false.
 	CacheAuthorized bool
+	// IgnoreCookies names the request cookies that do not change the
+	// route's response (analytics, consent, load-balancer stickiness): a
+	// request carrying only these and VaryCookies uses the cache, and its
+	// handler run does not see them. A name ending in "*" matches every
+	// name with that prefix ("_ga*"). A request carrying any other cookie
+	// passes through (BYPASS), as in Varnish: a session cookie makes a
+	// response one client's. Default: none (every request with a cookie
+	// passes through). Naming Cookie in VaryHeaders instead keys the whole
+	// Cookie header (each distinct header its own entries, no cookie
+	// removed).
+	IgnoreCookies []string
+	// VaryCookies names the request cookies the route's response depends
+	// on (a language, a currency): the route's responses vary on them, as
+	// if they said Vary on a Cookie header holding only these (their
+	// values hashed into the key), and the handler run sees only these.
+	// Default: none.
+	VaryCookies []string
+	// MaxDetachedRuns bounds the route's handler runs that go on after the
+	// request that started them left (the run is detached: it fills the
+	// cache for later requests). Past it, the run of a request that leaves
+	// is cancelled and nothing is stored, so clients that leave at once
+	// cannot keep more runs going than the route's own limits (chi's
+	// Throttle, Timeout) allow, bounded only by the cache's
+	// ComputeTimeout. The process bounds the detached runs of all its
+	// routes together too, at 64. A background refresh (inside a stale
+	// window) is not counted: it runs once per stored entry, not per
+	// request. Default: 8.
+	MaxDetachedRuns int
+	// Invalidates decides whether an unsafe request (POST, PUT, DELETE...)
+	// whose handler answered status invalidates the entries of its URL,
+	// Location and Content-Location. Default: any status below 400 (RFC
+	// 9111 §4.4), a redirect to a login page included; a route where
+	// anonymous clients can POST may restrict it (to 2xx, or to
+	// authenticated requests).
+	Invalidates func(r *http.Request, status int) bool
 	// TargetedHeader names the targeted cache-control field this cache
 	// obeys (RFC 9213): when a response carries it and it parses (a
 	// Structured Fields Dictionary), its directives replace those of
@@ -76,6 +116,10 @@ type Options struct {
 // defaultMaxBodyBytes is Options.MaxBodyBytes' default.
 const defaultMaxBodyBytes = 1 << 20
 
+// defaultMaxDetachedRuns is Options.MaxDetachedRuns' default; a response
+// cache's routes share 8 times as many (see detachedRuns).
+const defaultMaxDetachedRuns = 8
+
 func (o *Options) setDefaults() {
 	if o.Key == nil {
 		o.Key = Key
@@ -89,6 +133,14 @@ func (o *Options) setDefaults() {
 	if o.StatusHeader == "" {
 		o.StatusHeader = "X-Cache"
 	}
+	if o.MaxDetachedRuns <= 0 {
+		o.MaxDetachedRuns = defaultMaxDetachedRuns
+	}
+	if o.Invalidates == nil {
+		o.Invalidates = func(_ *http.Request, status int) bool { return status < 400 }
+	}
+	o.IgnoreCookies = slices.Clone(o.IgnoreCookies)
+	o.VaryCookies = slices.Clone(o.VaryCookies)
 	o.VaryHeaders = canonicalSorted(o.VaryHeaders)
 	if o.TagHeaders = canonicalOnce(o.TagHeaders); len(o.TagHeaders) == 0 {
 		o.TagHeaders = []string{HeaderSurrogateKey, HeaderCacheTag}

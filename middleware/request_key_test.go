@@ -16,17 +16,23 @@ import (
 	"github.com/stampede-go/stampede/middleware"
 )
 
-func TestKeyIgnoresQueryOrder(t *testing.T) {
-	h := &counting{}
+// The query is keyed as sent: a handler that reads r.URL.RawQuery (and
+// echoes it) sees exactly what the key holds, so a raw `"><script>` and its
+// encoded form, or two orders of the same parameters, never share an entry.
+func TestKeyIsTheQueryAsSent(t *testing.T) {
+	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		fmt.Fprintf(w, "run %d: %s", n, r.URL.RawQuery)
+	}}
 	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
-	a := get(t, srv.URL+"/r?a=1&b=2", nil)
-	b := get(t, srv.URL+"/r?b=2&a=1", nil)
-	c := get(t, srv.URL+"/r?a=1&b=3", nil)
-	if a.body != b.body || b.header.Get("X-Cache") != "HIT" {
-		t.Fatalf("query order split the entry: %q %q %s", a.body, b.body, b.header.Get("X-Cache"))
+	for i, q := range []string{"a=1&b=2", "b=2&a=1", "q=%22%3E%3Cscript%3E", `q="><script>`, "a=1&b=2"} {
+		r := rawGet(t, srv.URL, "/r?"+q)
+		want := fmt.Sprintf("run %d: %s", min(i+1, 1+i%4), q)
+		if r.body != want {
+			t.Errorf("?%s answered %q, want %q (%s)", q, r.body, want, r.header.Get("X-Cache"))
+		}
 	}
-	if c.body == a.body || h.runs.Load() != 2 {
-		t.Fatalf("distinct queries shared an entry: %q %q", a.body, c.body)
+	if h.runs.Load() != 4 {
+		t.Fatalf("handler ran %d times, want 4 (one per form of the query)", h.runs.Load())
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -55,11 +57,10 @@ func (o *Options) storageRules(resp Response, now time.Time) verdict {
 	d := o.directives(resp.Header)
 	_, star := varyNames(resp.Header)
 	lifetime, declared := freshnessLifetime(d, resp.Header, now)
+	// The rules that keep a response to one client come first, for every
+	// status: a 5xx that carries a Set-Cookie, private or no-store is one
+	// client's too, and goes to no request but its own.
 	switch {
-	case resp.Status >= 500 && !declared:
-		// An error without a freshness lifetime of its own is not the
-		// URL's content (RFC 9111 §3 would allow storing it with one).
-		return verdict{reason: "5xx", shareable: true}
 	case resp.Status == http.StatusNotModified || resp.Status == http.StatusPartialContent:
 		// The shared run is a plain GET; a handler that answers it like
 		// this answers one client's request, not the URL.
@@ -74,6 +75,10 @@ func (o *Options) storageRules(resp Response, now time.Time) verdict {
 		return notStorable("Set-Cookie", false) // one client's state (RFC 9111 §7.3)
 	case star:
 		return notStorable("Vary: *", false) // §4.1: always fails to match
+	case resp.Status >= 500 && !declared:
+		// An error without a freshness lifetime of its own is not the
+		// URL's content (RFC 9111 §3 would allow storing it with one).
+		return verdict{reason: "5xx", shareable: true}
 	case len(o.Statuses) > 0 && !slices.Contains(o.Statuses, resp.Status):
 		return notStorable("status "+strconv.Itoa(resp.Status), true)
 	case len(o.Statuses) == 0 && !declared && !slices.Contains(heuristicStatuses, resp.Status):
@@ -188,8 +193,35 @@ func contentETag(body []byte) string {
 }
 
 // hopByHop are the header fields a cache does not store (RFC 9110 §7.6.1,
-// RFC 9111 §3.1).
+// RFC 9111 §3.1), besides those that Connection names.
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// connectionOptions are the header fields h's Connection names: they are
+// hop-by-hop too (RFC 9110 §7.6.1), one connection's, and a cache stores
+// none of them (`Connection: X-Backend-Session` would otherwise replay a
+// backend's session header to every client).
+func connectionOptions(h http.Header) []string {
+	var names []string
+	for _, line := range h.Values("Connection") {
+		for _, f := range strings.Split(line, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				names = append(names, textproto.CanonicalMIMEHeaderKey(f))
+			}
+		}
+	}
+	return names
+}
+
+// dropHopByHop removes from h the hop-by-hop fields: hopByHop and the
+// fields h's Connection names.
+func dropHopByHop(h http.Header) {
+	for _, name := range connectionOptions(h) {
+		h.Del(name)
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+}
 
 // freshen updates a stored response with the header fields of a 304 that
 // validated it (RFC 9111 §3.2, §4.3.4): each field of the 304 replaces the
@@ -199,8 +231,9 @@ func freshen(stored, notModified Response) Response {
 	out := Response{Status: stored.Status, Header: stored.Header.Clone(), Body: stored.Body}
 	out.Header.Del("Age") // the 304's Date and Age (or the time of validation) are the new ones
 	out.Header.Del("Date")
+	nominated := connectionOptions(notModified.Header)
 	for name, values := range notModified.Header {
-		if name == "Content-Length" || slices.Contains(hopByHop, name) {
+		if name == "Content-Length" || slices.Contains(hopByHop, name) || slices.Contains(nominated, name) {
 			continue
 		}
 		out.Header[name] = slices.Clone(values)

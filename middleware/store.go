@@ -37,10 +37,19 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	// handler that set its keys before it failed) is still shared, so that
 	// a failing origin is not called once per waiting request.
 	tagged := len(tags) > 0 || tagErr != nil
+	// The request headers the response varies on: its Vary, the key's, and
+	// the route's own (Authorization, the cookies it varies on).
+	names, _ := varyNames(resp.Header)
+	names = union(names, h.opts.implicitVary())
 	if v.reason != "" {
 		ns := &notStored{reason: v.reason, failure: v.failure}
 		if v.shareable && (!tagged || v.failure) {
-			ns.shared = &resp
+			// It answers only the requests that would select it: those
+			// whose values of the headers it varies on are its request's
+			// (RFC 9111 §4.1). Each other request that joined the run runs
+			// the handler for itself.
+			vary := union(f.vary, names)
+			ns.shared, ns.vary, ns.selection = &resp, vary, h.opts.Key(f.tmpl.get(), vary)
 		}
 		return Response{}, resp, ns
 	}
@@ -67,7 +76,6 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		}
 		cache.SetStale(ctx, v.staleFor, staleIfError)
 	}
-	names, _ := varyNames(resp.Header)
 	if len(missing(f.vary, names)) == 0 {
 		windows(ctx)
 		return resp, resp, nil
@@ -119,9 +127,20 @@ type notStored struct {
 	reason  string
 	shared  *Response // nil when not shareable
 	failure bool
+	// vary and selection: a shared response answers a request whose key
+	// with vary is selection (see selects).
+	vary      []string
+	selection string
 }
 
 func (n *notStored) Error() string { return "middleware: response not stored: " + n.reason }
+
+// selects reports whether a shared response may answer the request kr
+// (as admit made it) that joined its run: kr's values of the request
+// headers the response varies on are those of the request it was made for.
+func (n *notStored) selects(o *Options, kr *http.Request) bool {
+	return n.shared != nil && o.Key(kr, n.vary) == n.selection
+}
 
 // Is makes non-failures match cache.ErrUncacheable, so that no stale
 // response stands in for them.

@@ -12,11 +12,13 @@ package middleware
 // §4.3.4 keeps every other field. Code tags (Tag) join that header too.
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -237,14 +239,29 @@ func setTags(ctx context.Context, tags []string) {
 // stripTagHeaders returns the writer r is answered through: w, or, unless
 // KeepTagHeaders, w removing the tag headers from every response head it
 // writes (1xx included), whichever path wrote it (a hit, a miss, a
-// streamed run, a bypass). A request asking to switch protocols keeps w
-// itself: its handler takes the connection over (http.Hijacker), which
-// the wrapper would hide from a type assertion.
+// streamed run, a bypass). A request asking to switch protocols gets a
+// wrapper that is also an http.Hijacker (WebSocket libraries look for it
+// by type assertion): its handler may take the connection over, or answer
+// it as any other request, tag headers removed.
 func (o *Options) stripTagHeaders(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	if o.KeepTagHeaders || len(o.TagHeaders) == 0 || r.Header.Get("Upgrade") != "" {
+	if o.KeepTagHeaders || len(o.TagHeaders) == 0 {
 		return w
 	}
-	return &tagStripper{ResponseWriter: w, names: o.TagHeaders}
+	s := &tagStripper{ResponseWriter: w, names: o.TagHeaders}
+	if r.Header.Get("Upgrade") != "" {
+		return hijackableStripper{s}
+	}
+	return s
+}
+
+// hijackableStripper is a tagStripper that is an http.Hijacker, for a
+// request that asks to switch protocols.
+type hijackableStripper struct{ *tagStripper }
+
+// Hijack implements http.Hijacker with the client's writer's Hijack
+// (http.ErrNotSupported where it has none, as on HTTP/2).
+func (s hijackableStripper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(s.ResponseWriter).Hijack()
 }
 
 // tagStripper is an http.ResponseWriter that removes the tag headers names

@@ -146,3 +146,19 @@ func TestRefreshAnswered304KeepsTheTags(t *testing.T) {
 	}
 	assertNoTagHeaders(t, r, "after the purge")
 }
+
+// A request that asks to switch protocols but is answered as any other
+// (the handler does not hijack) gets no tag header either.
+func TestUpgradeRequestAnsweredPlainlyHasNoTagHeaders(t *testing.T) {
+	c := newResponses(t, redistest.Client(t), cache.Options{TTL: time.Hour})
+	srv := serve(t, c, middleware.Options{}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Surrogate-Key", "internal-key")
+		w.Header().Set("Cache-Tag", "internal-tag")
+		http.Error(w, "upgrade not supported here", http.StatusUpgradeRequired)
+	}))
+	rep := get(t, srv.URL+"/ws", map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"})
+	if rep.status != http.StatusUpgradeRequired {
+		t.Fatalf("%d %q, want 426", rep.status, rep.body)
+	}
+	assertNoTagHeaders(t, rep, "an Upgrade request answered plainly")
+}

@@ -11,7 +11,10 @@ import (
 // of one kind (CDN-Cache-Control for CDNs and caches like this one) apart
 // from Cache-Control. When the response carries the configured targeted
 // field and it parses, its directives replace those of Cache-Control for
-// this cache; an empty or malformed one is ignored (§2.1).
+// this cache; an empty or malformed one is ignored (§2.1), and so is one in
+// which no directive this cache acts on has a valid value (an invalid
+// directive is ignored, §2.1: a field left with none is as if absent, so
+// that `max-age="10000"` cannot override Cache-Control's no-store).
 
 // directives returns the response directives this cache acts on.
 func (o *Options) directives(h http.Header) directives {
@@ -26,18 +29,25 @@ func (o *Options) directives(h http.Header) directives {
 }
 
 // parseTargeted reads a targeted field, a Structured Fields Dictionary
-// (RFC 8941 §3.2); ok is false when it is empty or does not parse.
+// (RFC 8941 §3.2); ok is false when it is empty, does not parse, or has no
+// directive the cache acts on with a valid value.
 func parseTargeted(field string) (d directives, ok bool) {
 	d = directives{maxAge: -1, sMaxAge: -1, staleWhileRevalidate: -1, staleIfError: -1}
 	p := sfParser{s: strings.Trim(field, " \t")}
 	if p.s == "" {
 		return d, false
 	}
+	valid := false // a directive the cache acts on, with a valid value
 	delta := func(v sfItem) time.Duration {
 		if v.kind != sfInteger || v.n < 0 {
 			return -1 // another type: not a delta-seconds; the directive is ignored
 		}
+		valid = true
 		return time.Duration(min(v.n, maxDeltaSeconds)) * time.Second
+	}
+	flag := func(v sfItem) bool {
+		valid = true
+		return v.truthy()
 	}
 	for {
 		key, ok := p.key()
@@ -56,15 +66,15 @@ func parseTargeted(field string) (d directives, ok bool) {
 		// In a Dictionary the last member of a name wins (RFC 8941 §4.2.2).
 		switch key {
 		case "no-store":
-			d.noStore = v.truthy()
+			d.noStore = flag(v)
 		case "private":
-			d.private = v.truthy()
+			d.private = flag(v)
 		case "no-cache":
-			d.noCache = v.truthy()
+			d.noCache = flag(v)
 		case "must-revalidate":
-			d.mustRevalidate = v.truthy()
+			d.mustRevalidate = flag(v)
 		case "proxy-revalidate":
-			d.proxyRevalidate = v.truthy()
+			d.proxyRevalidate = flag(v)
 		case "max-age":
 			d.maxAge = delta(v)
 		case "s-maxage":
@@ -76,7 +86,7 @@ func parseTargeted(field string) (d directives, ok bool) {
 		}
 		p.ows()
 		if p.done() {
-			return d, true
+			return d, valid
 		}
 		if !p.eat(',') {
 			return d, false

@@ -7,7 +7,8 @@ import (
 
 // A targeted field (RFC 9213) is a Structured Fields Dictionary (RFC 8941):
 // one that does not parse is ignored as a whole; a member of the wrong type
-// is ignored alone.
+// is ignored alone, and a field left with no valid directive the cache acts
+// on is ignored as a whole (it cannot override Cache-Control).
 func TestTargetedFieldParsing(t *testing.T) {
 	const s = time.Second
 	for _, tc := range []struct {
@@ -19,14 +20,16 @@ func TestTargetedFieldParsing(t *testing.T) {
 		{"max-age=3600", true, 3600 * s, ""},
 		{"max-age=99999999999", true, maxDeltaSeconds * s, ""},
 		{"foobar, max-age=3600", true, 3600 * s, ""},
+		{"foobar", false, 0, ""},
+		{`max-age="10000", private`, true, -1, "p"},
 		{"private", true, -1, "p"},
 		{"no-store, no-cache;x=1, must-revalidate", true, -1, "ncm"},
 		{"no-store=?0", true, -1, ""},
-		{`max-age="10000"`, true, -1, ""},
-		{"max-age=1.5", true, -1, ""},
-		{"max-age=-1", true, -1, ""},
-		{"max-age=(1 2)", true, -1, ""},
-		{"max-age=:aGk=:, x=tok/en, y=?1", true, -1, ""},
+		{`max-age="10000"`, false, 0, ""},
+		{"max-age=1.5", false, 0, ""},
+		{"max-age=-1", false, 0, ""},
+		{"max-age=(1 2)", false, 0, ""},
+		{"max-age=:aGk=:, x=tok/en, y=?1", false, 0, ""},
 		{"max-age=10, &&&&&", false, 0, ""},
 		{"max-age =100", false, 0, ""},
 		{"max-age= 100", false, 0, ""},

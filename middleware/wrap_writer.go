@@ -183,9 +183,7 @@ func (rec *recorder) result() (Response, error) {
 	if status == 0 { // the handler wrote nothing
 		status, hdr = http.StatusOK, rec.header.Clone()
 	}
-	for _, name := range hopByHop {
-		hdr.Del(name)
-	}
+	dropHopByHop(hdr)
 	return Response{Status: status, Header: hdr, Body: bytes.Clone(rec.body.Bytes())}, nil
 }
 
@@ -213,10 +211,18 @@ func (rec *recorder) waitStreamed(ctx context.Context) {
 // returns; from then on the run has no client. A nil *lender lends nothing.
 type lender struct {
 	statusHeader string
+	gone         chan struct{} // closed when the request takes its writer back
 
 	mu      sync.Mutex
 	w       http.ResponseWriter // nil once taken back or claimed
 	claimed *recorder           // the run whose response streams to the client
+	back    bool
+}
+
+// newLender lends w, the writer of a request whose status header is
+// statusHeader.
+func newLender(w http.ResponseWriter, statusHeader string) *lender {
+	return &lender{w: w, statusHeader: statusHeader, gone: make(chan struct{})}
 }
 
 // interim writes a 1xx with the handler's current header fields to the
@@ -269,6 +275,10 @@ func (l *lender) takeBack() *recorder {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.w = nil
+	if !l.back {
+		l.back = true
+		close(l.gone)
+	}
 	return l.claimed
 }
 

@@ -33,7 +33,7 @@ func TestRecorderWithoutClient(t *testing.T) {
 // unwraps to it. (1xx to a real client: TestEarlyHintsPassThroughOnly.)
 func TestRecorderWithClient(t *testing.T) {
 	client := httptest.NewRecorder()
-	live := &lender{w: client, statusHeader: "X-Cache"}
+	live := newLender(client, "X-Cache")
 	rec := newRecorder(1<<10, live, func() {}, make(chan struct{}))
 	rec.Header().Set("Content-Type", "text/event-stream")
 	_, _ = rec.Write([]byte("data: 1\n\n"))
