@@ -61,7 +61,9 @@ type Cache[V any] struct {
 	mu         sync.Mutex // guards closed against bg.Add
 	closed     bool
 	closedFlag atomic.Bool // closed, for the hot path
-	once       sync.Once
+	// evictionChecked: Ping has checked Redis' eviction policy (ping.go).
+	evictionChecked sync.Once
+	once            sync.Once
 }
 
 // heartbeatsPerWait is how many heartbeats of the invalidation

@@ -24,6 +24,7 @@ func (c *Cache[V]) Ping(ctx context.Context) error {
 	}
 	err := c.redis.p.Ping(ctx)
 	if err == nil {
+		c.warnEvictionRisk(ctx)
 		return nil
 	}
 	if ctx.Err() != nil && !errors.Is(err, ErrRedisTimeout) {
@@ -37,4 +38,14 @@ func (c *Cache[V]) Ping(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("%w: namespace %q: ping Redis at %s: %w", ErrUnavailable, c.opts.Namespace, c.redis.p.Addrs(), err)
+}
+
+// warnEvictionRisk logs, once per Cache, a warning when Redis' memory
+// settings put the cache at risk (see redisstore.Store.EvictionRisk).
+func (c *Cache[V]) warnEvictionRisk(ctx context.Context) {
+	c.evictionChecked.Do(func() {
+		if risk := c.redis.p.EvictionRisk(ctx); risk != "" {
+			c.opts.Logger.Warn("cache: Redis eviction policy: "+risk, "namespace", c.opts.Namespace, "addr", c.redis.p.Addrs())
+		}
+	})
 }
