@@ -12,12 +12,16 @@
 //
 // What it does, in short:
 //   - GET and HEAD are cached (HEAD is answered from the GET entry). Other
-//     methods, and requests carrying Authorization (unless configured), pass
+//     methods, requests carrying Authorization (unless CacheAuthorized,
+//     which keys each credential apart) and requests carrying a cookie the
+//     route does not name (Options.IgnoreCookies, VaryCookies) pass
 //     through; an unsafe method that succeeds invalidates the entries of its
 //     URL, Location and Content-Location fleet-wide (RFC 9111 §4.4).
-//   - The key is the method class, host, path and query with its parameters
-//     sorted, plus the request headers named by configuration and by the
-//     response's Vary.
+//   - The key is the method class, host, path (decoded and as sent), the
+//     query as sent and the forwarding headers when present, plus the
+//     request headers named by configuration and by the response's Vary,
+//     hashed: it holds what the handler reads, so that no request poisons
+//     another's entry (docs/http.md, "Security").
 //   - The response decides, by the rules of RFC 9111 for a shared cache
 //     (storage.go): no-store, private, no-cache, Set-Cookie or Vary: * keep
 //     it out of the cache and out of every other client's hands; s-maxage,
