@@ -84,6 +84,7 @@ func Check(sc Scenario, h *History) []Violation {
 		c.oneCompute()
 	}
 	c.noDegradedUnderOverload()
+	c.selected()
 	c.out = append(c.out, checkRegisters(sc, h)...)
 	return c.out
 }

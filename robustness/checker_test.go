@@ -273,7 +273,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestCheckerPurgeBySurrogateKey(t *testing.T) {
 	hit := func(id string, tags ...string) wire.Response {
 		r := val(id, tags...)
-		r.Outcome = "hit"
+		r.Outcome, r.Value.Key = "hit", "h0"
 		return r
 	}
 	checkCases(t, []checkCase{
@@ -286,7 +286,7 @@ func TestCheckerPurgeBySurrogateKey(t *testing.T) {
 			b.compute("c1", "h0", "r0", 50, 250, "ok")
 			b.op("r1", wire.OpHTTPPurge, "", 100, 200, wire.Response{}, tags("rg0"))
 			r := val("c1", "route-h0", "rg0")
-			r.Outcome = "miss"
+			r.Outcome, r.Value.Key = "miss", "h0"
 			b.op("r0", wire.OpHTTPGet, "h0", 40, 260, r)
 		}, "invalidation"},
 		{"a route response computed after the purge began", func(b *hb) {
@@ -429,4 +429,34 @@ func TestCheckerValueComputedCutOffIsDegraded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A route response answers only requests of the principal it was made for
+// (wire.HTTPKey), on every path.
+func TestCheckerSelected(t *testing.T) {
+	answer := func(outcome, madeFor string) wire.Response {
+		return wire.Response{Outcome: outcome, Value: &wire.Value{Key: madeFor, Src: "compute", ID: "c1"}}
+	}
+	checkCases(t, []checkCase{
+		{"a credential's response answered another credential", func(b *hb) {
+			b.compute("c1", "h0|auth=alice", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpHTTPGet, "h0|auth=bob", 30, 40, answer("hit", "h0|auth=alice"))
+		}, "selected"},
+		{"a session's page answered an anonymous request that joined its run", func(b *hb) {
+			b.compute("c1", "h0|session=alice", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpHTTPGet, "h0|", 5, 25, answer("shared", "h0|session=alice"))
+		}, "selected"},
+		{"a poisoned entry: a forwarded host's page answered a plain request", func(b *hb) {
+			b.compute("c1", "h0|host=evil.example", "r0", 10, 20, "ok")
+			b.op("r2", wire.OpHTTPGet, "h0|", 30, 40, answer("waited", "h0|host=evil.example"))
+		}, "selected"},
+		{"an ignored cookie seen by a cached run", func(b *hb) {
+			b.compute("c1", "h0|ga-seen=GA1.7", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpHTTPGet, "h0|", 5, 25, answer("miss", "h0|ga-seen=GA1.7"))
+		}, "selected"},
+		{"each principal its own response", func(b *hb) {
+			b.compute("c1", "h0|auth=alice;lang=en", "r0", 10, 20, "ok")
+			b.op("r1", wire.OpHTTPGet, "h0|auth=alice;lang=en", 30, 40, answer("hit", "h0|auth=alice;lang=en"))
+		}, ""},
+	})
 }

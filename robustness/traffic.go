@@ -71,6 +71,12 @@ func routeKeys(i int) []string {
 	return []string{fmt.Sprintf("route-h%d", i), fmt.Sprintf("rg%d", i%routeGroups)}
 }
 
+// principals are who an HTTP request is (wire.HTTPKey): anonymous most
+// often, a credential (the route caches per credential), a language cookie
+// (the route varies on it), both, a session cookie (the request passes by
+// the cache), a forwarded host (keyed: it must poison no other entry).
+var principals = []string{"", "", "", "auth=alice", "auth=bob", "lang=fr", "auth=alice;lang=en", "session=alice", "host=evil.example"}
+
 // next draws one operation.
 func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool) {
 	total := 0
@@ -132,9 +138,13 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 	case wire.OpClear:
 		req.Key = ""
 	case wire.OpHTTPGet, wire.OpHTTPPost:
-		// The middleware's own cache (another namespace): keys "h0"…
+		// The middleware's own cache (another namespace): keys "h0"…,
+		// each with the principal the request carries (wire.HTTPKey): the
+		// route's responses are made for it, and must reach no request
+		// of another principal.
 		hi := ki % max(t.Keys/2, 1)
-		req.Key = fmt.Sprintf("h%d", hi)
+		req.Key = fmt.Sprintf("h%d|%s", hi, principals[rng.IntN(len(principals))])
+		req.Noise = rng.IntN(3) == 0
 		if op == wire.OpHTTPGet {
 			req.Tags = routeKeys(hi)
 		}

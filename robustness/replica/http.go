@@ -43,8 +43,12 @@ func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*http
 	}
 	chi.RegisterMethod(middleware.MethodPurge) // before the router: chi answers 405 to methods it does not know
 	router := chi.NewRouter()
-	router.With(middleware.Cache(responses)).Get("/v/{key}", r.serveCompute)
-	router.With(middleware.Cache(responses)).Post("/v/{key}", func(w http.ResponseWriter, _ *http.Request) {
+	// The route caches per credential, varies on a language cookie, and
+	// ignores an analytics cookie (wire.HTTPKey).
+	route := middleware.CacheWithOptions(responses, middleware.Options{CacheAuthorized: true,
+		VaryCookies: []string{"lang"}, IgnoreCookies: []string{"_ga*"}})
+	router.With(route).Get("/v/{key}", r.serveCompute)
+	router.With(route).Post("/v/{key}", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	router.Handle("/purge", middleware.PurgeHandler(responses))
@@ -68,7 +72,9 @@ func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 	_ = json.Unmarshal([]byte(req.Header.Get("X-Compute")), &c)
 	id, _ := strconv.ParseInt(req.Header.Get("X-Request"), 10, 64)
 	c.NotFound, c.Tags, c.TTL = false, nil, 0 // fn-only features
-	key := chi.URLParam(req, "key")
+	// The value is made for the principal the handler sees: its key
+	// names it (wire.HTTPKey).
+	key := chi.URLParam(req, "key") + "|" + principalSeen(w, req)
 	ctx := req.Context()
 	if prev, ok := parseETag(req.Header.Get("If-None-Match"), key); ok {
 		ctx = context.WithValue(ctx, httpPreviousKey{}, prev)
@@ -92,6 +98,54 @@ func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("ETag", fmt.Sprintf(`"%s@%d"`, v.ID, v.Version))
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// principalSeen is the principal of the request the handler sees, in
+// wire.HTTPKey's form. An analytics cookie the route ignores must be
+// hidden from a cached run: seen there, it is named too, so the value
+// reaches no request's key.
+func principalSeen(w http.ResponseWriter, req *http.Request) string {
+	var parts []string
+	if auth := req.Header.Get("Authorization"); auth != "" {
+		parts = append(parts, "auth="+strings.TrimPrefix(auth, "Bearer "))
+	}
+	if c, err := req.Cookie("_ga"); err == nil && w.Header().Get("X-Cache") != middleware.StatusBypass {
+		parts = append(parts, "ga-seen="+c.Value)
+	}
+	if host := req.Header.Get("X-Forwarded-Host"); host != "" {
+		parts = append(parts, "host="+host)
+	}
+	if c, err := req.Cookie("lang"); err == nil {
+		parts = append(parts, "lang="+c.Value)
+	}
+	if c, err := req.Cookie("session"); err == nil {
+		parts = append(parts, "session="+c.Value)
+	}
+	return strings.Join(parts, ";")
+}
+
+// principalHeaders sets on hr the headers of a wire.HTTPKey principal,
+// and with noise an ignored analytics cookie and an X-Forwarded-For.
+func principalHeaders(hr *http.Request, principal string, noise bool, id int64) {
+	var cookies []string
+	for _, part := range strings.Split(principal, ";") {
+		name, value, _ := strings.Cut(part, "=")
+		switch name {
+		case "auth":
+			hr.Header.Set("Authorization", "Bearer "+value)
+		case "host":
+			hr.Header.Set("X-Forwarded-Host", value)
+		case "lang", "session":
+			cookies = append(cookies, name+"="+value)
+		}
+	}
+	if noise {
+		cookies = append(cookies, fmt.Sprintf("_ga=GA1.%d", id))
+		hr.Header.Set("X-Forwarded-For", fmt.Sprintf("192.0.2.%d", id%250))
+	}
+	if len(cookies) > 0 {
+		hr.Header.Set("Cookie", strings.Join(cookies, "; "))
+	}
 }
 
 // httpPreviousKey carries, in a handler run's context, the value the
@@ -131,10 +185,12 @@ func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response
 	if req.Op == wire.OpHTTPPost {
 		method = http.MethodPost
 	}
-	hr, err := http.NewRequestWithContext(ctx, method, p.base+"/v/"+req.Key, nil)
+	route, principal := wire.HTTPKey(req.Key)
+	hr, err := http.NewRequestWithContext(ctx, method, p.base+"/v/"+route, nil)
 	if err != nil {
 		return resp, err
 	}
+	principalHeaders(hr, principal, req.Noise, req.ID)
 	// One host name for the whole fleet, as behind a load balancer: the
 	// host is part of the middleware's key.
 	hr.Host = "stampede.robustness"

@@ -5,7 +5,10 @@
 // that every answer in a history can be traced to its origin.
 package wire
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The operations a replica runs, one per public path of cache.Cache.
 const (
@@ -115,6 +118,24 @@ type Request struct {
 	// Set's value and options.
 	SetTTL   time.Duration `json:",omitempty"`
 	SetStale time.Duration `json:",omitempty"`
+	// Noise makes an http-get or http-post carry what the route must not
+	// key on and its handler run must not see: an analytics cookie the
+	// route ignores and an X-Forwarded-For. (Who the request is, the
+	// principal, is the part of Key after "|": see HTTPKey.)
+	Noise bool `json:",omitempty"`
+}
+
+// HTTPKey splits an http-get or http-post key into the route key ("h0",
+// the URL's /v/h0) and the principal the request carries, what the route's
+// response is made for: ";"-separated name=value parts in name order,
+// each a request header — auth (Authorization: Bearer v), lang (the cookie
+// the route varies on), session (a session cookie: the request passes by
+// the cache), host (X-Forwarded-Host). The route's handler stamps the
+// value it makes with the same form of what it saw, so a response served
+// to a request it was not made for names another key.
+func HTTPKey(key string) (route, principal string) {
+	route, principal, _ = strings.Cut(key, "|")
+	return route, principal
 }
 
 // Value is what every compute, Set and fallback of the suite stores: it
