@@ -16,13 +16,14 @@ import (
 // windows and what it weighs against MaxLocalBytes (localCost), is said
 // here.
 type localStore[V any] struct {
-	s *localstore.Store[entry[V]]
+	s        *localstore.Store[entry[V]]
+	maxBytes int64 // MaxLocalBytes, for the error of an entry too heavy
 }
 
 var _ store[struct{}] = (*localStore[struct{}])(nil)
 
 func newLocalStore[V any](size int, maxBytes int64, now func() time.Time) *localStore[V] {
-	return &localStore[V]{s: localstore.New[entry[V]](size, maxBytes, now)}
+	return &localStore[V]{s: localstore.New[entry[V]](size, maxBytes, now), maxBytes: maxBytes}
 }
 
 // weigh returns what key's entry e weighs, and an error matching
@@ -31,7 +32,7 @@ func newLocalStore[V any](size int, maxBytes int64, now func() time.Time) *local
 func (s *localStore[V]) weigh(key string, e *entry[V]) (int64, error) {
 	cost := localCost(key, e)
 	if !s.s.Fits(cost) {
-		return cost, fmt.Errorf("%w: the entry weighs %d bytes, over the process-local store's limit for one entry (Options.MaxLocalBytes/16)", ErrValueTooLarge, cost)
+		return cost, fmt.Errorf("%w: the entry weighs %d bytes, over the process-local store's limit for one entry, %d (Options.MaxLocalBytes/16)", ErrValueTooLarge, cost, s.maxBytes/16)
 	}
 	return cost, nil
 }
