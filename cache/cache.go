@@ -115,7 +115,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	c.marks = &marks.Marks{Trust: opts.InvalidationWait, Base: time.Now(), Spawn: c.goBackground, ErrUnavailable: ErrUnavailable}
 	if isNilClient(rdb) {
 		c.marks.Local = true
-		c.local = newLocalStore[V](opts.MaxLocalEntries, c.now)
+		c.local = newLocalStore[V](opts.MaxLocalEntries, opts.MaxLocalBytes, c.now)
 		c.store = c.local
 		c.startSweeper()
 		c.initObserver()
@@ -131,7 +131,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	c.redis, c.store = rs, rs
 	c.marks.Read, c.marks.Available, c.marks.Patience = rs.readMarks, rs.available, marksPatience(rs.p.Budget(), opts.WaitTimeout)
 	if opts.DegradedTTL > 0 {
-		c.kept = clockmap.New[entry[V]](opts.MaxLocalEntries)
+		c.kept = clockmap.NewWeighted[entry[V]](opts.MaxLocalEntries, opts.MaxLocalBytes)
 	}
 	if size := l1Size[V](opts.L1Size); size > 0 {
 		c.l1 = newL1[V](size, opts.L1MaxBytes, opts.L1TTL)

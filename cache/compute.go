@@ -137,7 +137,8 @@ func (c *Cache[V]) keptEntry(key string, now time.Time) (e entry[V], fresh, ok b
 // a kept (or read) value answered re-arms that value for FailSafeThrottle,
 // as the store does when Redis is up, so a failing origin is not called on
 // every request of an outage. What an invalidation in this process (which
-// raises keptFloor) may have made stale is never kept.
+// raises keptFloor) may have made stale is never kept; nor is a value too
+// heavy for MaxLocalBytes (see localCost).
 func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now time.Time, floor uint64) {
 	switch {
 	case c.kept == nil || err != nil:
@@ -145,12 +146,13 @@ func (c *Cache[V]) keep(key string, l loaded[V], err error, prev *entry[V], now 
 		w := stale.Windows{Created: now, FreshUntil: now.Add(c.opts.DegradedTTL)}
 		w.StaleUntil = w.FreshUntil
 		w.ErrorUntil = w.FreshUntil.Add(c.policy.StaleIfError)
-		c.kept.Put(key, entry[V]{value: l.value, w: w, stamp: marks.Stamp{Gen: floor}, kept: true}, w.ErrorUntil.UnixNano())
+		e := entry[V]{value: l.value, w: w, stamp: marks.Stamp{Gen: floor}, kept: true}
+		c.kept.PutWeighted(key, e, localCost(key, &e), w.ErrorUntil.UnixNano())
 	case l.outcome == Stale && prev != nil && c.opts.FailSafeThrottle > 0:
 		e := *prev
 		e.w, e.failSafe = e.w.Rearm(now, c.opts.FailSafeThrottle), true
 		e.stamp, e.kept = marks.Stamp{Gen: floor}, true
-		c.kept.Put(key, e, e.w.ErrorUntil.UnixNano())
+		c.kept.PutWeighted(key, e, localCost(key, &e), e.w.ErrorUntil.UnixNano())
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // and never cached, except an error wrapping [ErrNotFound], which is cached
 // for NegativeTTL. When fn fails and a value inside its StaleIfError window
 // exists, that value is returned without error (use [Cache.Fetch] to see the
-// error). A value that cannot be stored (over MaxValueBytes) is returned
-// without error too; Stats().Unstored counts it.
+// error). A value that cannot be stored (over MaxValueBytes, or over
+// MaxLocalBytes/16 without Redis) is returned without error too; Stats().Unstored counts it.
 func (c *Cache[V]) GetOrCompute(ctx context.Context, key string, fn func(context.Context) (V, error)) (V, error) {
 	r, err := c.Fetch(ctx, key, fn)
 	return r.Value, err

@@ -22,7 +22,9 @@
 // overwrite a newer value.
 //
 // With a nil Redis client the cache is process-local: the same decisions
-// and the same claims over a bounded in-memory store, the same API. When
+// and the same claims over an in-memory store bounded by entries and by
+// bytes (Options.MaxLocalEntries, Options.MaxLocalBytes; a value type
+// says its weight by implementing [Weigher]), the same API. When
 // Redis is unreachable, callers compute locally (coalesced in-process,
 // Outcome [Degraded], each key once per DegradedTTL) and a circuit breaker
 // keeps them from paying Redis timeouts until a background probe finds it

@@ -16,9 +16,11 @@ var (
 	ErrNilFunc = errors.New("cache: nil compute function")
 	// ErrInvalidOptions means [Options] failed validation in [New].
 	ErrInvalidOptions = errors.New("cache: invalid options")
-	// ErrValueTooLarge means the encoded value exceeds Options.MaxValueBytes.
-	// Set returns it; a computed value that is too large is returned without
-	// error, with Result.Err matching it, and counted in Stats().Unstored.
+	// ErrValueTooLarge means the encoded value exceeds Options.MaxValueBytes,
+	// or, in the process-local store, the entry weighs more than
+	// Options.MaxLocalBytes/16 (see [Weigher]). Set returns it; a computed
+	// value that is too large is returned without error, with Result.Err
+	// matching it, and counted in Stats().Unstored.
 	ErrValueTooLarge = errors.New("cache: value too large")
 	// ErrLeaseBusy means another replica kept computing the key past
 	// WaitTimeout and the contention policy is [BusyError].

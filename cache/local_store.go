@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/stampede-go/stampede/cache/internal/localstore"
@@ -11,16 +12,29 @@ import (
 // localStore is the [store] of a Cache without Redis: the seam's thin
 // adapter over internal/localstore, which holds the entries as they are
 // (a local hit decodes nothing) with the same fence as Redis' leases. What
-// an entry is, and so its expiry (its last window) and how Expire ends its
-// windows, is said here.
+// an entry is, and so its expiry (its last window), how Expire ends its
+// windows and what it weighs against MaxLocalBytes (localCost), is said
+// here.
 type localStore[V any] struct {
-	s *localstore.Store[entry[V]]
+	s        *localstore.Store[entry[V]]
+	maxBytes int64 // MaxLocalBytes, for the error of an entry too heavy
 }
 
 var _ store[struct{}] = (*localStore[struct{}])(nil)
 
-func newLocalStore[V any](size int, now func() time.Time) *localStore[V] {
-	return &localStore[V]{s: localstore.New[entry[V]](size, now)}
+func newLocalStore[V any](size int, maxBytes int64, now func() time.Time) *localStore[V] {
+	return &localStore[V]{s: localstore.New[entry[V]](size, maxBytes, now), maxBytes: maxBytes}
+}
+
+// weigh returns what key's entry e weighs, and an error matching
+// ErrValueTooLarge when that is more than the store holds in one entry
+// (MaxLocalBytes/16).
+func (s *localStore[V]) weigh(key string, e *entry[V]) (int64, error) {
+	cost := localCost(key, e)
+	if !s.s.Fits(cost) {
+		return cost, fmt.Errorf("%w: the entry weighs %d bytes, over the process-local store's limit for one entry, %d (Options.MaxLocalBytes/16)", ErrValueTooLarge, cost, s.maxBytes/16)
+	}
+	return cost, nil
 }
 
 // expires is when the store drops e: after its last window.
@@ -60,7 +74,13 @@ func (s *localStore[V]) keepAlive(context.Context, claim[V]) func() { return fun
 func (s *localStore[V]) fillMany(_ context.Context, reqs []fillReq[V]) []fillResult {
 	out := make([]fillResult, len(reqs))
 	for i, r := range reqs {
-		out[i].stored = s.s.Fill(r.k.Key, r.claim.local, r.e, expires(r.e))
+		cost, err := s.weigh(r.k.Key, &r.e)
+		if err != nil { // as the Redis store does with a value over MaxValueBytes
+			out[i].unstored = err
+			s.s.Abandon(r.k.Key, r.claim.local)
+			continue
+		}
+		out[i].stored = s.s.Fill(r.k.Key, r.claim.local, r.e, cost, expires(r.e))
 		out[i].fenced = !out[i].stored
 	}
 	return out
@@ -70,8 +90,15 @@ func (s *localStore[V]) abandon(_ context.Context, k keys, cl claim[V]) {
 	s.s.Abandon(k.Key, cl.local)
 }
 
+// set implements [store]: an entry too heavy to hold is refused with an
+// error matching ErrValueTooLarge, and nothing changes (as the Redis
+// store refuses a value over MaxValueBytes).
 func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) (int, error) {
-	s.s.Set(k.Key, e, expires(e))
+	cost, err := s.weigh(k.Key, &e)
+	if err != nil {
+		return 0, err
+	}
+	s.s.Set(k.Key, e, cost, expires(e))
 	return 0, nil
 }
 
@@ -83,13 +110,13 @@ func (s *localStore[V]) delete(_ context.Context, k keys) error {
 // expire is Expire on the local store: the entry's windows end now (see
 // expireWindows), and a claim in flight is taken away.
 func (s *localStore[V]) expire(k keys) {
-	s.s.Expire(k.Key, func(e entry[V], now time.Time) (entry[V], int64, bool) {
+	s.s.Expire(k.Key, func(e entry[V], now time.Time) (entry[V], int64, int64, bool) {
 		w, keep := expireWindows(e.w, e.failSafe, now)
 		if !keep || e.negative {
-			return e, 0, false
+			return e, 0, 0, false
 		}
 		e.w = w
-		return e, expires(e), true
+		return e, localCost(k.Key, &e), expires(e), true
 	})
 }
 
@@ -132,3 +159,6 @@ func (s *localStore[V]) sweep() { s.s.Sweep() }
 
 // len returns the number of entries held (Stats.LocalEntries).
 func (s *localStore[V]) len() int { return s.s.Len() }
+
+// bytes returns what the entries held weigh (Stats.LocalBytes).
+func (s *localStore[V]) bytes() int64 { return s.s.Cost() }

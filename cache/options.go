@@ -183,12 +183,25 @@ type Options struct {
 	// MaxLocalEntries bounds the process-local store of a Cache without
 	// Redis; beyond it, entries are evicted (CLOCK). Default: 100,000.
 	MaxLocalEntries int
+	// MaxLocalBytes bounds what the process-local store of a Cache without
+	// Redis holds, and what a Cache with Redis keeps while Redis is
+	// unreachable (see DegradedTTL): beyond it, entries are evicted (CLOCK),
+	// as beyond MaxLocalEntries. These values are held as they are, not
+	// encoded: an entry weighs its key, its tags, 128 bytes and its value's
+	// Weight when the value implements [Weigher] (middleware.Response
+	// does: its body and headers), else a string's or a []byte's length,
+	// else nothing (only the entry's 128 bytes and key: implement Weigher
+	// for a type that holds more); Stats().LocalBytes is the sum for a
+	// Cache without Redis. An entry over MaxLocalBytes/16 is not stored (it answers its
+	// callers, Result.Err matching [ErrValueTooLarge]; Set returns that
+	// error). Default: 256 MiB; negative is an error.
+	MaxLocalBytes int64
 	// DegradedTTL is how long a value computed while Redis is unreachable
 	// answers again in this process (Outcome Degraded) before it is
 	// computed again; it is then kept for StaleIfError more to answer for a
 	// failing origin. These values live in a process-local store bounded by
-	// MaxLocalEntries, are only read while Redis is unreachable, and are
-	// never written to Redis. Default: min(TTL, 1s); negative turns it off.
+	// MaxLocalEntries and MaxLocalBytes, are only read while Redis is
+	// unreachable, and are never written to Redis. Default: min(TTL, 1s); negative turns it off.
 	DegradedTTL time.Duration
 	// MaxDegradedComputes caps concurrent compute functions per process while
 	// Redis is unreachable, so R replicas do not become a stampede of their
@@ -273,6 +286,9 @@ func (o *Options) setDefaults() {
 	if o.MaxLocalEntries == 0 {
 		o.MaxLocalEntries = 100_000
 	}
+	if o.MaxLocalBytes == 0 {
+		o.MaxLocalBytes = 256 << 20
+	}
 	if o.BreakerCooldown == 0 {
 		o.BreakerCooldown = time.Second
 	}
@@ -312,6 +328,8 @@ func (o *Options) validate() error {
 		return bad("SoftTimeout must not be negative, got %s", o.SoftTimeout)
 	case o.MaxLocalEntries < 0 || o.MaxLocalEntries > 1<<26:
 		return bad("MaxLocalEntries must be in [0, 2^26], got %d", o.MaxLocalEntries)
+	case o.MaxLocalBytes < 0:
+		return bad("MaxLocalBytes must not be negative, got %d", o.MaxLocalBytes)
 	case o.Stale < 0:
 		return bad("Stale must not be negative, got %s", o.Stale)
 	case o.StaleIfError < 0:

@@ -50,11 +50,15 @@ type Stats struct {
 	// loads) done again because an invalidation came while they ran.
 	Invalidated, Recomputed uint64
 	// Unstored counts computed values that could not be stored (over
-	// MaxValueBytes, or the codec failed): they answered their callers, and
-	// the next call computes again.
+	// MaxValueBytes, or MaxLocalBytes/16 without Redis, or the codec
+	// failed): they answered their callers, and the next call computes
+	// again.
 	Unstored uint64
-	// LocalEntries is the size of the process-local store (no Redis).
+	// LocalEntries is the size of the process-local store (no Redis);
+	// LocalBytes what its entries weigh against MaxLocalBytes (see
+	// [Weigher]).
 	LocalEntries int
+	LocalBytes   int64
 	// BreakerOpen reports whether Redis is considered down right now.
 	BreakerOpen bool
 }
@@ -93,7 +97,7 @@ func (c *Cache[V]) Stats() Stats {
 		BreakerOpen: c.brk.Open(), L1Hits: s.l1Hits.load(),
 	}
 	if c.local != nil {
-		st.LocalEntries = c.local.len()
+		st.LocalEntries, st.LocalBytes = c.local.len(), c.local.bytes()
 	}
 	if c.l1 != nil {
 		st.L1Clears, st.L1Entries = uint64(c.l1.clears.Load()), c.l1.len()

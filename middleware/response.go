@@ -29,6 +29,26 @@ type Response struct {
 	Generation string `msgpack:"g,omitempty"`
 }
 
+// Weight implements [cache.Weigher]: a Response weighs its body, its
+// header names and values, VaryOn and Generation, in bytes, so that
+// Options.MaxLocalBytes bounds what a process-local cache of responses
+// (NewCache with a nil client) holds.
+func (r Response) Weight() int {
+	n := len(r.Body) + len(r.Generation)
+	for k, vs := range r.Header {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v)
+		}
+	}
+	for _, v := range r.VaryOn {
+		n += len(v)
+	}
+	return n
+}
+
+var _ cache.Weigher = Response{}
+
 // headerAllowance is what NewCache adds to the default MaxBodyBytes for a
 // stored response's status, headers and encoding.
 const headerAllowance = 64 << 10
@@ -38,7 +58,9 @@ const headerAllowance = 64 << 10
 // body of the default MaxBodyBytes (1 MiB) plus 64 KiB of headers. A route
 // with a larger Options.MaxBodyBytes needs a MaxValueBytes that much larger;
 // a response that does not fit is served to its own request, not stored,
-// and logged (Options.Logger).
+// and logged (Options.Logger). With a nil rdb (process-local responses),
+// opts.MaxLocalBytes bounds what the responses held weigh (see
+// [Response.Weight]; default 256 MiB).
 func NewCache(rdb redis.UniversalClient, opts cache.Options) (*cache.Cache[Response], error) {
 	if opts.MaxValueBytes == 0 {
 		opts.MaxValueBytes = defaultMaxBodyBytes + headerAllowance

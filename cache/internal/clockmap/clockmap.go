@@ -198,12 +198,41 @@ func (s *shard[T]) evictLocked(keep *entry[T], evicted func(string)) {
 	}
 }
 
-// Put stores v until expires (unix nanoseconds).
+// Put stores v until expires (unix nanoseconds), weighing nothing.
 func (c *Map[T]) Put(key string, v T, expires int64) {
+	c.PutWeighted(key, v, 0, expires)
+}
+
+// PutWeighted stores v weighing cost (see [NewWeighted]) until expires
+// (unix nanoseconds), evicting by CLOCK to make room, and reports whether
+// it was stored: an entry that does not [Map.Fits] is not, and key's old
+// entry is dropped instead.
+func (c *Map[T]) PutWeighted(key string, v T, cost, expires int64) bool {
 	s := c.shard(key)
 	s.mu.Lock()
-	s.storeLocked(key, v, 0, expires, Trace{}, false, nil)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.storeLocked(key, v, cost, expires, Trace{}, false, nil)
+	return s.maxCost == 0 || cost <= s.maxCost
+}
+
+// Fits reports whether an entry weighing cost can be stored: it is within
+// a shard's share of the cost bound (maxCost/16; any cost when there is no
+// such bound).
+func (c *Map[T]) Fits(cost int64) bool {
+	m := c.shards[0].maxCost // the same in every shard
+	return m == 0 || cost <= m
+}
+
+// Cost is the sum of the costs of the entries held, expired or not.
+func (c *Map[T]) Cost() int64 {
+	var n int64
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += s.cost
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Update is a put decided under key's lock. It calls decide with the trace

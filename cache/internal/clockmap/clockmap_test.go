@@ -147,3 +147,36 @@ func (c *Map[T]) cost() int64 {
 	}
 	return n
 }
+
+// TestPutWeighted pins Put's weighed form (the process-local store's
+// writes): it reports whether the entry was stored, Fits says beforehand,
+// Cost stays within the bound however many puts come, and an entry too
+// heavy for a shard drops its key's old entry.
+func TestPutWeighted(t *testing.T) {
+	const maxCost = 16 * 1000 // 1,000 per shard
+	m := NewWeighted[int](1<<20, maxCost)
+	if !m.Fits(1000) || m.Fits(1001) {
+		t.Fatalf("Fits(1000) = %v, Fits(1001) = %v with 1,000 per shard", m.Fits(1000), m.Fits(1001))
+	}
+	for i := range 5000 {
+		if !m.PutWeighted(strconv.Itoa(i), i, 300, 100) {
+			t.Fatalf("put %d of cost 300 not stored", i)
+		}
+		if c := m.Cost(); c > maxCost {
+			t.Fatalf("Cost %d > %d after put %d", c, maxCost, i)
+		}
+	}
+	if c, n := m.Cost(), m.Len(); c != int64(n)*300 {
+		t.Fatalf("Cost %d for %d entries of 300", c, n)
+	}
+	m.PutWeighted("k", 1, 10, 100)
+	if m.PutWeighted("k", 2, 1001, 100) {
+		t.Fatal("an entry over a shard's share reported stored")
+	}
+	if _, ok := m.Get("k", 0); ok {
+		t.Fatal("the old entry of a key whose new one was too heavy is still there")
+	}
+	if !New[int](10).Fits(1 << 40) {
+		t.Fatal("a Map without a cost bound refuses a cost")
+	}
+}

@@ -1,16 +1,18 @@
 // Package localstore is the process-local store under cache: what a Cache
 // without Redis holds instead of Redis. Entries live in a bounded map
-// (internal/clockmap: CLOCK eviction, each dropped after its expiry), and
-// claims have the same fence as Redis' leases: a fill stores only under the
-// claim it was won with, and Set, Delete and Expire take a claim in flight
-// away, so that process-local mode makes the decisions of Redis mode with
-// the same guarantees.
+// (internal/clockmap: CLOCK eviction past a bound on their number and one
+// on their total cost, each dropped after its expiry), and claims have the
+// same fence as Redis' leases: a fill stores only under the claim it was
+// won with, and Set, Delete and Expire take a claim in flight away, so
+// that process-local mode makes the decisions of Redis mode with the same
+// guarantees.
 //
 // It holds its entries as they are, of a type E it never looks inside
 // (cache's decoded entries): a local hit decodes nothing and callers share
 // the value, which process-local mode exists for. So it speaks neither
 // bytes nor cache's V; cache's adapter (local_store.go) is the only code
-// that knows what an E is.
+// that knows what an E is, and so what one weighs: each write comes with
+// its entry's cost.
 //
 // Claims need no expiry: their holder is in this process and always fills
 // or abandons. Waiters are woken by a buffered channel each, on every fill,
@@ -38,10 +40,12 @@ type Store[E any] struct {
 	gen     uint64 // the namespace's invalidation counter
 }
 
-// New returns an empty store holding at most size entries (CLOCK eviction
-// past that), whose expiries are read on now.
-func New[E any](size int, now func() time.Time) *Store[E] {
-	return &Store[E]{now: now, entries: clockmap.New[E](size),
+// New returns an empty store holding at most size entries whose costs add
+// up to at most maxCost (CLOCK eviction past either bound; 0: no bound on
+// the costs), whose expiries are read on now. An entry weighing more than
+// maxCost/16 is never held (see [Store.Fits]).
+func New[E any](size int, maxCost int64, now func() time.Time) *Store[E] {
+	return &Store[E]{now: now, entries: clockmap.NewWeighted[E](size, maxCost),
 		claims: make(map[string]uint64), waiters: make(map[string]map[*Waiter]struct{})}
 }
 
@@ -86,16 +90,22 @@ func (s *Store[E]) holdsLocked(key string, token uint64) bool {
 	return ok && t == token
 }
 
-// Fill stores e under key, until expires (Unix nanoseconds), if token is
-// still key's claim, and releases the claim; it reports whether e was
-// stored (false: fenced out by a later Set, Delete or Expire). Either way
-// the key's waiters are woken.
-func (s *Store[E]) Fill(key string, token uint64, e E, expires int64) (stored bool) {
+// Fits reports whether an entry weighing cost can be held: at most a
+// sixteenth of the store's bound on costs (a shard's share of it).
+func (s *Store[E]) Fits(cost int64) bool { return s.entries.Fits(cost) }
+
+// Fill stores e, weighing cost, under key, until expires (Unix
+// nanoseconds), if token is still key's claim, and releases the claim; it
+// reports whether e was stored (false: fenced out by a later Set, Delete
+// or Expire; or e does not [Store.Fits], which callers check first: then
+// the claim is released as by Abandon and key's old entry dropped). Either
+// way the key's waiters are woken.
+func (s *Store[E]) Fill(key string, token uint64, e E, cost, expires int64) (stored bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if stored = s.holdsLocked(key, token); stored {
 		delete(s.claims, key)
-		s.entries.Put(key, e, expires)
+		stored = s.entries.PutWeighted(key, e, cost, expires)
 	}
 	s.wakeLocked(key)
 	return stored
@@ -112,13 +122,15 @@ func (s *Store[E]) Abandon(key string, token uint64) {
 	s.wakeLocked(key)
 }
 
-// Set stores e under key until expires, taking any claim in flight away
-// (its fill is fenced out), and wakes the key's waiters.
-func (s *Store[E]) Set(key string, e E, expires int64) {
+// Set stores e, weighing cost, under key until expires, taking any claim
+// in flight away (its fill is fenced out), and wakes the key's waiters. An
+// e that does not [Store.Fits] (callers check first) is not stored, and
+// key's old entry is dropped.
+func (s *Store[E]) Set(key string, e E, cost, expires int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.claims, key)
-	s.entries.Put(key, e, expires)
+	s.entries.PutWeighted(key, e, cost, expires)
 	s.wakeLocked(key)
 }
 
@@ -133,18 +145,18 @@ func (s *Store[E]) Delete(key string) {
 }
 
 // Expire takes any claim of key in flight away and hands key's entry, if
-// one is held, to end, which returns what replaces it (with its expiry) or
-// keep false to remove it; then it wakes the key's waiters. end runs under
-// the store's lock, so no fill or Set of the key comes between its read
-// and its write.
-func (s *Store[E]) Expire(key string, end func(e E, now time.Time) (next E, expires int64, keep bool)) {
+// one is held, to end, which returns what replaces it (with its cost and
+// expiry) or keep false to remove it; then it wakes the key's waiters. end
+// runs under the store's lock, so no fill or Set of the key comes between
+// its read and its write.
+func (s *Store[E]) Expire(key string, end func(e E, now time.Time) (next E, cost, expires int64, keep bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.claims, key)
 	now := s.now()
 	if e, ok := s.entries.Get(key, now.UnixNano()); ok {
-		if next, expires, keep := end(e, now); keep {
-			s.entries.Put(key, next, expires)
+		if next, cost, expires, keep := end(e, now); keep {
+			s.entries.PutWeighted(key, next, cost, expires)
 		} else {
 			s.entries.Delete(key)
 		}
@@ -225,3 +237,7 @@ func (s *Store[E]) Sweep() { s.entries.Sweep(s.now().UnixNano()) }
 // Len returns the number of entries held, expired ones not yet swept
 // included.
 func (s *Store[E]) Len() int { return s.entries.Len() }
+
+// Cost returns the sum of the costs of the entries held, expired ones not
+// yet swept included.
+func (s *Store[E]) Cost() int64 { return s.entries.Cost() }

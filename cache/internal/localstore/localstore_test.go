@@ -7,7 +7,7 @@ import (
 
 func newStore() (*Store[string], *time.Time) {
 	now := time.Unix(1000, 0)
-	return New[string](100, func() time.Time { return now }), &now
+	return New[string](100, 0, func() time.Time { return now }), &now
 }
 
 func far(now time.Time) int64 { return now.Add(time.Hour).UnixNano() }
@@ -21,10 +21,10 @@ func TestFillStoresOnlyUnderItsClaim(t *testing.T) {
 		taker func(s *Store[string], now time.Time)
 		want  string // the entry after the fenced fill; "" = none
 	}{
-		{"Set", func(s *Store[string], now time.Time) { s.Set("k", "set", far(now)) }, "set"},
+		{"Set", func(s *Store[string], now time.Time) { s.Set("k", "set", 0, far(now)) }, "set"},
 		{"Delete", func(s *Store[string], _ time.Time) { s.Delete("k") }, ""},
 		{"Expire", func(s *Store[string], _ time.Time) {
-			s.Expire("k", func(e string, _ time.Time) (string, int64, bool) { return e, 0, false })
+			s.Expire("k", func(e string, _ time.Time) (string, int64, int64, bool) { return e, 0, 0, false })
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -34,7 +34,7 @@ func TestFillStoresOnlyUnderItsClaim(t *testing.T) {
 				t.Fatalf("claims of one key in one call: %+v, want the first won only", c)
 			}
 			tc.taker(s, *now)
-			if s.Fill("k", c[0].Token, "computed", far(*now)) {
+			if s.Fill("k", c[0].Token, "computed", 0, far(*now)) {
 				t.Fatalf("a fill after %s stored", tc.name)
 			}
 			got, ok := s.Get("k")
@@ -50,13 +50,13 @@ func TestFillStoresOnlyUnderItsClaim(t *testing.T) {
 
 	s, now := newStore()
 	c := s.Claim([]string{"k"})
-	if !s.Fill("k", c[0].Token, "v", far(*now)) {
+	if !s.Fill("k", c[0].Token, "v", 0, far(*now)) {
 		t.Fatal("a fill under its claim was fenced out")
 	}
 	if got, ok := s.Get("k"); !ok || got != "v" {
 		t.Fatalf("Get = %q, %v after the fill", got, ok)
 	}
-	if s.Fill("k", c[0].Token, "again", far(*now)) {
+	if s.Fill("k", c[0].Token, "again", 0, far(*now)) {
 		t.Fatal("a second fill under a released claim stored")
 	}
 }
@@ -75,7 +75,7 @@ func TestAbandonReleasesOnlyItsOwnClaim(t *testing.T) {
 	if c := s.Claim([]string{"k"})[0]; c.Won {
 		t.Fatal("a stale abandon released the holder's claim")
 	}
-	if !s.Fill("k", second.Token, "v", far(*now)) {
+	if !s.Fill("k", second.Token, "v", 0, far(*now)) {
 		t.Fatal("the holder's fill was fenced out by a stale abandon")
 	}
 }
@@ -87,13 +87,13 @@ func TestWaitersAreWokenByEveryChange(t *testing.T) {
 	changes := map[string]func(){
 		"Fill": func() {
 			c := s.Claim([]string{"k"})[0]
-			s.Fill("k", c.Token, "v", far(*now))
+			s.Fill("k", c.Token, "v", 0, far(*now))
 		},
 		"Abandon": func() { s.Abandon("k", s.Claim([]string{"k"})[0].Token) },
-		"Set":     func() { s.Set("k", "v", far(*now)) },
+		"Set":     func() { s.Set("k", "v", 0, far(*now)) },
 		"Delete":  func() { s.Delete("k") },
 		"Expire": func() {
-			s.Expire("k", func(e string, _ time.Time) (string, int64, bool) { return e, 0, false })
+			s.Expire("k", func(e string, _ time.Time) (string, int64, int64, bool) { return e, 0, 0, false })
 		},
 	}
 	for name, change := range changes {
@@ -121,9 +121,9 @@ func TestWaitersAreWokenByEveryChange(t *testing.T) {
 // entries expire on the store's clock.
 func TestExpireRewritesUnderTheLock(t *testing.T) {
 	s, now := newStore()
-	s.Set("k", "v", far(*now))
-	s.Expire("k", func(e string, at time.Time) (string, int64, bool) {
-		return e + "-expired", at.Add(time.Second).UnixNano(), true
+	s.Set("k", "v", 0, far(*now))
+	s.Expire("k", func(e string, at time.Time) (string, int64, int64, bool) {
+		return e + "-expired", 0, at.Add(time.Second).UnixNano(), true
 	})
 	if got, ok := s.Get("k"); !ok || got != "v-expired" {
 		t.Fatalf("Get = %q, %v after Expire kept the entry", got, ok)
@@ -137,7 +137,7 @@ func TestExpireRewritesUnderTheLock(t *testing.T) {
 		t.Fatalf("Len = %d after Sweep past every expiry", n)
 	}
 	called := false
-	s.Expire("missing", func(e string, _ time.Time) (string, int64, bool) { called = true; return e, 0, true })
+	s.Expire("missing", func(e string, _ time.Time) (string, int64, int64, bool) { called = true; return e, 0, 0, true })
 	if called {
 		t.Fatal("Expire handed a missing key's zero entry to end")
 	}
