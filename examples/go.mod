@@ -9,6 +9,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stampede-go/stampede v0.0.0
 	github.com/stampede-go/stampede/contrib/prometheus v0.0.0
+	github.com/stampede-go/stampede/internal/embedded v0.0.0
 )
 
 require (
@@ -35,4 +36,5 @@ require (
 replace (
 	github.com/stampede-go/stampede => ../
 	github.com/stampede-go/stampede/contrib/prometheus => ../contrib/prometheus
+	github.com/stampede-go/stampede/internal/embedded => ../internal/embedded
 )
