@@ -232,7 +232,11 @@ func writeSummary(w io.Writer, results []Result, outDir string) {
 		fmt.Fprintln(w, "Charts: add -out DIR for results.json, results.md and PNG charts (each scenario and key distribution's latency CDF and origin calls per expiry).")
 		return
 	}
-	fmt.Fprintf(w, "Charts: %s/latency-cdf-SCENARIO-KEYS.png and %s/origin-calls-per-expiry-SCENARIO-KEYS.png; the figures in %s/results.md and results.json.\n", outDir, outDir, outDir)
+	fmt.Fprintf(w, "Figures in %s/results.md and results.json.", outDir)
+	if charts := chartFiles(results); len(charts) > 0 {
+		fmt.Fprintf(w, " Charts in %s/: %s.", outDir, strings.Join(charts, ", "))
+	}
+	fmt.Fprintln(w)
 }
 
 // stopsStampedes reports whether a strategy is the library's: the

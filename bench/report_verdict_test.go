@@ -58,7 +58,7 @@ func TestSummaryLeadsWithTheVerdict(t *testing.T) {
 
 	out.Reset()
 	writeSummary(&out, results, "out")
-	if !strings.Contains(out.String(), "Charts: out/latency-cdf-SCENARIO-KEYS.png and out/origin-calls-per-expiry-SCENARIO-KEYS.png") {
+	if !strings.Contains(out.String(), "Figures in out/results.md and results.json. Charts in out/: latency-cdf-storm-hot.png, origin-calls-per-expiry-storm-hot.png, latency-cdf-storm-zipf-1000.png, origin-calls-per-expiry-storm-zipf-1000.png, latency-cdf-hits-hot.png, latency-cdf-http-hot.png, origin-calls-per-expiry-http-hot.png.\n") {
 		t.Errorf("with -out, the charts line does not say where they are:\n%s", out.String())
 	}
 }
