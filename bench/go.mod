@@ -13,6 +13,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.80
 	github.com/stampede-go/stampede v0.0.0
+	github.com/stampede-go/stampede/internal/embedded v0.0.0
 	github.com/tsenart/vegeta/v12 v12.13.0
 	github.com/viccon/sturdyc v1.1.5
 	golang.org/x/sync v0.25.0
@@ -44,4 +45,7 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
-replace github.com/stampede-go/stampede => ../
+replace (
+	github.com/stampede-go/stampede => ../
+	github.com/stampede-go/stampede/internal/embedded => ../internal/embedded
+)

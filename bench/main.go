@@ -3,7 +3,11 @@
 //
 //	go run -C bench .                 # the default suite, about 90 s of runs on 2 cores
 //	go run -C bench . -short          # every strategy for a second on a small size
-//	go run -C bench . -out out        # also results.json, results.md and PNG charts
+//	go run -C bench . -out out        # also results.json, results.md and PNG charts (latency CDF, origin calls per expiry)
+//
+// It prints a verdict first (each strategy's origin calls per key expiry,
+// and whether the stampede was stopped), then the full table, then where
+// the charts are.
 //
 // Scenario "storm": R replicas (each its own cache and Redis client) x C
 // callers hammer one hot key, then 1,000 Zipf-distributed keys, under a TTL
@@ -252,8 +256,7 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 		Comparable: env.Comparable,
 		Machine:    machine(ctx, admin),
 		StartedAt:  time.Now().UTC().Format(time.RFC3339),
-		Config: fmt.Sprintf("client options %s, replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B; http: %d instances at %d req/s; faults: %s phases after %s settling",
-			cfg.clientOptions, cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize, cfg.httpInstances, cfg.httpRate, cfg.faultPhase, cfg.faultSettle),
+		Config:     cfg.describe(),
 	}
 	fmt.Fprintln(out, "Machine:", rep.Machine)
 	fmt.Fprintln(out, "Config: ", rep.Config)
@@ -330,14 +333,28 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 		}
 	}
 	fmt.Fprintln(out)
-	writeTable(out, rep.Results)
+	writeSummary(out, rep.Results, cfg.out) // the figures first: a failed write loses none
 	if cfg.out != "" {
 		if err := writeOutputs(cfg.out, *rep); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("writing -out %s: %w", cfg.out, err)
 		}
-		fmt.Fprintln(out, "\nwrote", cfg.out+"/results.json, results.md and charts")
 	}
 	return rep, nil
+}
+
+// describe is the run's configuration line: the settings of the scenarios
+// that run, not those of the others (no faults settings without the faults
+// scenario).
+func (cfg config) describe() string {
+	s := fmt.Sprintf("client options %s, replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B",
+		cfg.clientOptions, cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize)
+	if slices.Contains(cfg.scenarios, "http") {
+		s += fmt.Sprintf("; http: %d instances at %d req/s", cfg.httpInstances, cfg.httpRate)
+	}
+	if slices.Contains(cfg.scenarios, "faults") {
+		s += fmt.Sprintf("; faults: %s phases after %s settling", cfg.faultPhase, cfg.faultSettle)
+	}
+	return s
 }
 
 func machine(ctx context.Context, admin *redis.Client) string {

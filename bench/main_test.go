@@ -83,6 +83,18 @@ func TestShortRun(t *testing.T) {
 	if len(charts) != 2*5-1 {
 		t.Fatalf("%d charts: %v", len(charts), charts)
 	}
+	// The terminal names the charts written, and they are these.
+	for _, name := range chartFiles(rep.Results) {
+		if !slices.Contains(charts, filepath.Join(dir, name)) {
+			t.Errorf("the output names chart %s, which was not written (written: %v)", name, charts)
+		}
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("the terminal output does not name chart %s", name)
+		}
+	}
+	if !strings.HasPrefix(strings.SplitN(out.String(), "\n\n", 2)[1], "Verdict: ") {
+		t.Errorf("the output after its header does not start with the verdict:\n%s", out.String())
+	}
 	for _, c := range charts {
 		f, err := os.Open(c)
 		if err != nil {

@@ -137,9 +137,26 @@ func writeOutputs(dir string, rep Report) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	groups := map[string][]Result{}
-	var order []string
-	for _, r := range rep.Results {
+	order, groups := chartGroups(rep.Results)
+	for _, g := range order {
+		if err := cdfChart(filepath.Join(dir, cdfChartName(g)), g, groups[g]); err != nil {
+			return err
+		}
+		if strings.HasPrefix(g, "hits-") {
+			continue // no expiries: no calls-per-expiry chart
+		}
+		if err := callsChart(filepath.Join(dir, callsChartName(g)), g, groups[g]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chartGroups groups results by scenario and key distribution, a chart
+// each ("storm-hot"), in the order they ran.
+func chartGroups(results []Result) (order []string, groups map[string][]Result) {
+	groups = map[string][]Result{}
+	for _, r := range results {
 		if r.Scenario == "faults" {
 			continue // phases, not expiries: the tables say it
 		}
@@ -149,16 +166,21 @@ func writeOutputs(dir string, rep Report) error {
 		}
 		groups[g] = append(groups[g], r)
 	}
+	return order, groups
+}
+
+func cdfChartName(group string) string   { return "latency-cdf-" + group + ".png" }
+func callsChartName(group string) string { return "origin-calls-per-expiry-" + group + ".png" }
+
+// chartFiles names the charts writeOutputs writes for results.
+func chartFiles(results []Result) []string {
+	order, _ := chartGroups(results)
+	var out []string
 	for _, g := range order {
-		if err := cdfChart(filepath.Join(dir, "latency-cdf-"+g+".png"), g, groups[g]); err != nil {
-			return err
-		}
-		if strings.HasPrefix(g, "hits-") {
-			continue // no expiries: no calls-per-expiry chart
-		}
-		if err := callsChart(filepath.Join(dir, "origin-calls-per-expiry-"+g+".png"), g, groups[g]); err != nil {
-			return err
+		out = append(out, cdfChartName(g))
+		if !strings.HasPrefix(g, "hits-") {
+			out = append(out, callsChartName(g))
 		}
 	}
-	return nil
+	return out
 }

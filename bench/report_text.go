@@ -217,3 +217,116 @@ func fmtEvents(m map[string]int64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// writeSummary prints what a run shows for the terminal: the verdict
+// first, a few lines to read, then the full tables, then where the charts
+// are (outDir, "" when -out was not given).
+func writeSummary(w io.Writer, results []Result, outDir string) {
+	if writeVerdict(w, results) {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Full table:")
+	}
+	writeTable(w, results)
+	fmt.Fprintln(w)
+	if outDir == "" {
+		fmt.Fprintln(w, "Charts: add -out DIR for results.json, results.md and PNG charts (each scenario and key distribution's latency CDF and origin calls per expiry).")
+		return
+	}
+	fmt.Fprintf(w, "Figures in %s/results.md and results.json.", outDir)
+	if charts := chartFiles(results); len(charts) > 0 {
+		fmt.Fprintf(w, " Charts in %s/: %s.", outDir, strings.Join(charts, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+// stopsStampedes reports whether a strategy is the library's: the
+// stampede-* strategies of the storm, the middleware of the http scenario.
+func stopsStampedes(strategy string) bool {
+	return strings.HasPrefix(strategy, "stampede") || strategy == "middleware-on"
+}
+
+// writeVerdict prints, for each scenario and key distribution whose keys
+// expire, every strategy's origin calls per key expiry side by side, and
+// whether the library stopped the stampede there: one origin call per
+// expiry for the whole fleet. It reports whether it printed anything (the
+// hits and faults scenarios count no expiries).
+func writeVerdict(w io.Writer, results []Result) bool {
+	var groups, strats []string
+	calls := map[string]map[string]float64{} // group → strategy → calls per expiry
+	sizes := map[string]string{}
+	for _, r := range results {
+		if r.Scenario == "hits" || r.Scenario == "faults" || r.Expiries == 0 {
+			continue
+		}
+		g := r.Scenario + "/" + r.Keys
+		if calls[g] == nil {
+			groups = append(groups, g)
+			calls[g] = map[string]float64{}
+			sizes[g] = fmt.Sprintf("%d replicas", r.Replicas)
+			if r.Scenario == "http" {
+				sizes[g] = fmt.Sprintf("%d instances", r.Replicas)
+			}
+			if r.Callers > 0 {
+				sizes[g] = fmt.Sprintf("%d replicas x %d callers", r.Replicas, r.Callers)
+			}
+		}
+		if !slices.Contains(strats, r.Strategy) {
+			strats = append(strats, r.Strategy)
+		}
+		calls[g][r.Strategy] = r.CallsPerExp
+	}
+	if len(groups) == 0 {
+		return false
+	}
+	fmt.Fprintln(w, "Verdict: origin calls per key expiry (1.00: one call for the whole fleet; more is a stampede)")
+	rows := [][]string{append([]string{"strategy"}, groups...)}
+	for _, s := range strats {
+		row := []string{s}
+		for _, g := range groups {
+			if v, ok := calls[g][s]; ok {
+				row = append(row, fmtCalls(v))
+			} else {
+				row = append(row, "")
+			}
+		}
+		rows = append(rows, append(row, ""))
+	}
+	rows[0] = append(rows[0], "")
+	printAligned(w, rows, 1)
+	for _, g := range groups {
+		worst, worstName, ours := 0.0, "", 0
+		for s, v := range calls[g] {
+			if stopsStampedes(s) {
+				ours++
+				if v > worst || worstName == "" {
+					worst, worstName = v, s
+				}
+			}
+		}
+		switch {
+		case ours == 0:
+			continue
+		// Two decimals, as printed: a run whose every expiry cost one
+		// call prints 1.00.
+		case worst < 1.005:
+			fmt.Fprintf(w, "%s (%s): stampede stopped: one origin call per expiry", g, sizes[g])
+		default:
+			fmt.Fprintf(w, "%s (%s): stampede NOT stopped: %s made %.2f origin calls per expiry", g, sizes[g], worstName, worst)
+		}
+		if v, ok := calls[g]["no-cache"]; ok {
+			fmt.Fprintf(w, " (without a cache: %s)", fmtCalls(v))
+		} else if v, ok := calls[g]["middleware-off"]; ok {
+			fmt.Fprintf(w, " (without the middleware: %s)", fmtCalls(v))
+		}
+		fmt.Fprintln(w)
+	}
+	return true
+}
+
+// fmtCalls prints origin calls per expiry: two decimals, none from 100 on.
+func fmtCalls(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}

@@ -111,7 +111,7 @@ func (c *Cache[V]) computeDegraded(ctx context.Context, keys []string, fn batchF
 // its value (or "not found") is kept-stamped with floor, so that an
 // invalidation in this process since then refuses it (see entry.kept).
 func (c *Cache[V]) degradedFor(ctx context.Context, key string, r computed[V], prev *entry[V], floor uint64) (loaded[V], error) {
-	l, err := c.computedFor(ctx, key, r, prev, Degraded, c.now())
+	l, err := c.computedFor(ctx, key, r, prev, Degraded)
 	if l.outcome == Degraded {
 		l.stamp, l.kept = marks.Stamp{Gen: floor}, true
 	}

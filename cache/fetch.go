@@ -12,8 +12,11 @@ import (
 
 // loaded is what one shared load hands to every caller waiting on it.
 type loaded[V any] struct {
-	value    V
-	outcome  Outcome
+	value   V
+	outcome Outcome
+	// created is when the value was computed, for Result.Age; zero for a
+	// value this load computed (a miss, shared, a degraded compute, a
+	// fallback), whose Age is 0.
 	created  time.Time
 	negative bool  // a cached "not found"
 	cause    error // Result.Err: the origin's error a stale value answered for, or why the value was not stored

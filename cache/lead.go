@@ -240,7 +240,7 @@ func (c *Cache[V]) computeFillAttempt(ctx context.Context, tasks []*task[V], fn 
 	var filling []int    // the task of each fill
 	var again []*task[V] // invalidated while computed
 	for i, t := range tasks {
-		t.res, t.err = c.computedFor(ctx, t.k.Key, r, t.prev, Miss, now)
+		t.res, t.err = c.computedFor(ctx, t.k.Key, r, t.prev, Miss)
 		var e entry[V]
 		var raw string // the value as stored already, when it is the previous one
 		switch {
@@ -350,21 +350,23 @@ func taskKeys[V any](tasks []*task[V]) []string {
 
 // computedFor is what key's callers get from a compute's answer r: its
 // value, or its error (a stale value inside its stale-if-error window
-// answering for it); o is the outcome of a value.
-func (c *Cache[V]) computedFor(ctx context.Context, key string, r computed[V], prev *entry[V], o Outcome, now time.Time) (loaded[V], error) {
+// answering for it); o is the outcome of a value. A value computed here
+// has no created time: its callers' Result.Age is 0, however long the
+// fill took.
+func (c *Cache[V]) computedFor(ctx context.Context, key string, r computed[V], prev *entry[V], o Outcome) (loaded[V], error) {
 	err := r.err
 	if err == nil {
 		if v, ok := r.values[key]; ok {
-			return loaded[V]{value: v, outcome: o, created: now}, nil
+			return loaded[V]{value: v, outcome: o}, nil
 		}
 		err = ErrMissingFromBatch
 	}
 	if errors.Is(err, ErrUnchanged) && prev != nil && !prev.negative {
 		c.stats.revalidated.Add(1) // the origin said the previous value is current: it is stored again, fresh
-		return loaded[V]{value: prev.value, outcome: o, created: now}, nil
+		return loaded[V]{value: prev.value, outcome: o}, nil
 	}
 	if errors.Is(err, ErrNotFound) {
-		return loaded[V]{outcome: o, created: now}, err
+		return loaded[V]{outcome: o}, err
 	}
 	return c.onError(ctx, prev, o, err)
 }

@@ -40,7 +40,12 @@ type Result[V any] struct {
 	Value V
 	// Outcome says how the call was answered.
 	Outcome Outcome
-	// Age is how long ago the value was computed (0 for a fresh compute).
+	// Age is how long ago the value was computed: 0 when this call's
+	// compute produced it (Miss, Shared, Fallback, and a Degraded
+	// compute), however long storing it took; for a Hit, Waited or Stale
+	// answer, the time since the replica that computed it did (stored to
+	// the millisecond); for a Degraded answer from a value this process
+	// computed earlier in the outage, the time since then.
 	Age time.Duration
 	// Err is the origin's error when a stale value answered because the
 	// compute failed (stale-if-error); Outcome is then Stale. Nil otherwise.

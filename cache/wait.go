@@ -127,5 +127,5 @@ func (c *Cache[V]) busy(ctx context.Context, k keys, gen uint64, fn, fallback ba
 // it is never stored.
 func (c *Cache[V]) fallback(ctx context.Context, k keys, fallback batchFunc[V]) (loaded[V], error) {
 	r := c.compute(ctx, []string{k.Key}, fallback)
-	return loaded[V]{value: r.values[k.Key], outcome: Fallback, created: c.now()}, r.err
+	return loaded[V]{value: r.values[k.Key], outcome: Fallback}, r.err
 }

@@ -16,6 +16,12 @@ import (
 // examples/firstprogram's test compiles, runs and compares with the README.
 const firstProgramMarker = "<!-- examples/firstprogram/main.go: a test checks that this block is that file -->"
 
+// fileMarker, on the line before a Go block of any page, says that the
+// block is that file of examples/, which the example's own test compiles,
+// runs and compares with the page (examples/observability for
+// observability.md).
+var fileMarker = regexp.MustCompile(`^<!-- (examples/[a-z0-9]+/main\.go): a test checks that this block is that file -->$`)
+
 // fragmentMarker, on the line before a Go block, marks it as a fragment; so
 // does the info string "go fragment".
 const fragmentMarker = "<!-- fragment -->"
@@ -91,8 +97,16 @@ func TestGoBlocksAreCompiledOrFragments(t *testing.T) {
 			case !goBlock, fragment, b.prev == fragmentMarker:
 			case page == "../README.md" && b.prev == firstProgramMarker:
 				firstPrograms++
+			case fileMarker.MatchString(b.prev):
+				file := fileMarker.FindStringSubmatch(b.prev)[1]
+				if _, err := os.Stat(filepath.Join("..", file)); err != nil {
+					t.Errorf("%s:%d: the block is said to be %s: %v", page, b.line, file, err)
+				}
+				if _, err := os.Stat(filepath.Join("..", filepath.Dir(file), "main_test.go")); err != nil {
+					t.Errorf("%s:%d: no test of %s checks the block: %v", page, b.line, file, err)
+				}
 			default:
-				t.Errorf("%s:%d: a Go block that no test compiles: mark it ```go fragment (or %s on the line before), or make it a compiled example", page, b.line, fragmentMarker)
+				t.Errorf("%s:%d: a Go block that no test compiles: mark it ```go fragment (or %s on the line before), or make it a compiled example (a file of examples/ named on the line before, as observability.md's)", page, b.line, fragmentMarker)
 			}
 		}
 	}

@@ -96,19 +96,35 @@ type goPackage struct {
 	Standard   bool
 }
 
-// listPackages lists every package of the library module (not the modules
-// nested in it: examples, contrib, bench).
+// layeredModules are the directories of the modules whose packages the
+// layer table places: the library's, and the two nested modules that hold
+// the repository's test infrastructure outside it (issue 41) yet import
+// its internal packages: the robustness suite and internal/embedded. The
+// examples, contrib and bench modules are users of the library, not layers.
+var layeredModules = []string{"..", "../robustness", "../internal/embedded"}
+
+// listPackages lists every package of layeredModules.
 func listPackages(t *testing.T) []goPackage {
 	t.Helper()
+	var pkgs []goPackage
+	for _, dir := range layeredModules {
+		pkgs = append(pkgs, listModulePackages(t, dir)...)
+	}
+	return pkgs
+}
+
+// listModulePackages lists every package of the module in dir.
+func listModulePackages(t *testing.T, dir string) []goPackage {
+	t.Helper()
 	cmd := exec.Command("go", "list", "-json", "./...")
-	cmd.Dir = ".."
+	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+			t.Fatalf("go list in %s: %v\n%s", dir, err, exit.Stderr)
 		}
-		t.Fatalf("go list: %v", err)
+		t.Fatalf("go list in %s: %v", dir, err)
 	}
 	var pkgs []goPackage
 	dec := json.NewDecoder(strings.NewReader(string(out)))
@@ -122,7 +138,7 @@ func listPackages(t *testing.T) []goPackage {
 		pkgs = append(pkgs, p)
 	}
 	if len(pkgs) == 0 {
-		t.Fatal("go list found no packages")
+		t.Fatalf("go list found no packages in %s", dir)
 	}
 	return pkgs
 }

@@ -34,8 +34,8 @@
 //     healthy, and linearizable registers (porcupine).
 //   - profiles.go holds the scenarios: deployment, options, traffic, faults.
 //
-// Run the short profile (CI) with go test ./robustness; the long one with
-// go test ./robustness -timeout 30m -robustness.profile=long. A failing run
+// Run the short profile (CI) with go test -C robustness .; the long one with
+// go test -C robustness . -timeout 30m -robustness.profile=long. A failing run
 // saves its history, violations and, for a register, porcupine's picture,
 // and prints the seed that replays its traffic and faults.
 package robustness

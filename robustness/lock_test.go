@@ -51,7 +51,7 @@ func lockBin(t *testing.T) string {
 // lock.go) and checks their histories. On a violation it saves the history
 // and prints the seed that replays the run's fault schedule:
 //
-//	go test ./robustness -run 'TestLockSet/NAME' -robustness.seed=SEED
+//	go test -C robustness . -run 'TestLockSet/NAME' -robustness.seed=SEED
 func TestLockSet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the lock workload runs servers and holders for half a minute")
@@ -97,7 +97,7 @@ func TestLockSet(t *testing.T) {
 				}
 				t.Error(v)
 			}
-			t.Errorf("replay: go test ./robustness -run 'TestLockSet/%s$' -robustness.seed=%d; history in %s", sc.Name, s, dir)
+			t.Errorf("replay: go test -C robustness . -run 'TestLockSet/%s$' -robustness.seed=%d; history in %s", sc.Name, s, dir)
 		})
 	}
 }

@@ -49,7 +49,7 @@ func replicaBin(t *testing.T) string {
 // promises. On a violation it saves the history and prints the seed that
 // replays the run's traffic and faults:
 //
-//	go test ./robustness -run 'TestRobustness/NAME' -robustness.seed=SEED
+//	go test -C robustness . -run 'TestRobustness/NAME' -robustness.seed=SEED
 func TestRobustness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the robustness suite runs replicas and servers for minutes")
@@ -84,7 +84,7 @@ func TestRobustness(t *testing.T) {
 				}
 				t.Error(v)
 			}
-			t.Errorf("replay: go test ./robustness -run 'TestRobustness/%s$' -robustness.seed=%d; history in %s", sc.Name, s, dir)
+			t.Errorf("replay: go test -C robustness . -run 'TestRobustness/%s$' -robustness.seed=%d; history in %s", sc.Name, s, dir)
 		})
 	}
 }
@@ -92,7 +92,7 @@ func TestRobustness(t *testing.T) {
 // TestRecheck checks a saved history again, without running anything: a
 // changed checker is judged on the very history that made it change.
 //
-//	go test ./robustness -run TestRecheck -robustness.recheck=DIR/history.json
+//	go test -C robustness . -run TestRecheck -robustness.recheck=DIR/history.json
 func TestRecheck(t *testing.T) {
 	if *recheck == "" {
 		t.Skip("no -robustness.recheck history given")

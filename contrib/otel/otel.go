@@ -9,6 +9,10 @@
 //
 // To export metrics too, combine it with the Prometheus adapter:
 // cache.ObserverFunc(func(ctx, e) { prom.Observe(ctx, e); otel.Observe(ctx, e) }).
+// An ObserverFunc has no Init method, so cache.New cannot have the
+// Prometheus adapter create the namespace's series at 0 through it: name
+// the namespaces in its Options.Namespaces (docs/observability.md's
+// example, examples/observability, does).
 package stampedeotel
 
 import (
