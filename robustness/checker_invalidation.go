@@ -47,8 +47,11 @@ func (c *checker) invalidations() {
 			if isRouteKey(a.key) != (inv.Req.Op == wire.OpHTTPPurge) {
 				continue // the middleware's entries live in a cache of their own, purged by surrogate key
 			}
-			if a.outcome == "bypass" {
-				continue // a request that passes by the cache gets its own handler run's answer, as without a cache
+			if a.outcome == "bypass" || a.v.Unstored && a.outcome == "miss" {
+				// A request that passes by the cache, or whose run's tagged
+				// response is not stored, gets its own handler run's
+				// answer, as without a cache (docs/http.md, "Purging").
+				continue
 			}
 			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) {
 				continue

@@ -71,6 +71,10 @@ func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 	var c wire.Compute
 	_ = json.Unmarshal([]byte(req.Header.Get("X-Compute")), &c)
 	id, _ := strconv.ParseInt(req.Header.Get("X-Request"), 10, 64)
+	// A compute told to set a TTL answers, on the route, a response stale
+	// on arrival (max-age=0): not stored, it answers only the requests
+	// that joined its run and would select it.
+	staleOnArrival := c.TTL > 0
 	c.NotFound, c.Tags, c.TTL = false, nil, 0 // fn-only features
 	// The value is made for the principal the handler sees: its key
 	// names it (wire.HTTPKey).
@@ -94,6 +98,10 @@ func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 	v.Tags = strings.Fields(req.Header.Get("X-Tags"))
 	if len(v.Tags) > 0 {
 		w.Header().Set(middleware.HeaderSurrogateKey, strings.Join(v.Tags, " "))
+	}
+	if staleOnArrival {
+		w.Header().Set("Cache-Control", "max-age=0")
+		v.Unstored = true
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("ETag", fmt.Sprintf(`"%s@%d"`, v.ID, v.Version))

@@ -151,6 +151,10 @@ type Value struct {
 	Version int64
 	// Tags are the tags the compute or Set gave the value.
 	Tags []string `json:",omitempty"`
+	// Unstored marks a route response stale on arrival (max-age=0): the
+	// middleware stores none, and one that is tagged answers only its own
+	// request, fenced by no purge (docs/http.md, "Purging").
+	Unstored bool `json:",omitempty"`
 	// Pad is stored with the value (see Compute.Pad) and never sent to
 	// the suite.
 	Pad []byte `json:"-"`
