@@ -50,7 +50,9 @@ type QuorumOptions struct {
 	Options
 	// DriftFactor is the share of the TTL allowed for clocks that run at
 	// different rates: a lease is valid for TTL − elapsed − (TTL×DriftFactor
-	// + 2ms) after the first request was sent. Default: 0.01.
+	// + 2ms) after the first request was sent. It must be a number in
+	// [0, 1): NewQuorum refuses NaN, infinities and anything outside with
+	// [ErrInvalidOptions]. Default: 0.01 (also for 0).
 	DriftFactor float64
 	// ServerTimeout bounds each server's answer in every round, as
 	// RedisTimeout does for a [Client] (it takes precedence over
@@ -80,7 +82,9 @@ func (o *QuorumOptions) setDefaults() {
 
 func (o *QuorumOptions) validate() error {
 	switch {
-	case o.DriftFactor < 0 || o.DriftFactor >= 1:
+	case !(o.DriftFactor >= 0 && o.DriftFactor < 1):
+		// Written so that NaN, which compares false with everything, is
+		// refused too: it would make every validity check fail.
 		return fmt.Errorf("%w: DriftFactor %g is outside [0, 1)", ErrInvalidOptions, o.DriftFactor)
 	case o.ServerTimeout < 0:
 		return fmt.Errorf("%w: ServerTimeout must not be negative", ErrInvalidOptions)
