@@ -61,6 +61,27 @@ func serverStep[T any](ctx context.Context, d time.Duration, call func(context.C
 	}
 }
 
+// detached runs step under a context that keeps ctx's values but not its
+// cancellation, bounded by d, and waits for it while ctx lasts: when ctx
+// ends first, the caller goes on at once and the step goes on in the
+// background to its own end, d later at the latest (step must honour its
+// context, as [serverStep] and a Quorum's round do). It is how a failed
+// acquisition gives back what it may have taken, so that a cancelled
+// caller leaves nothing held, without outliving the caller's deadline.
+func detached(ctx context.Context, d time.Duration, step func(ctx context.Context)) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		step(dctx)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // explain tells a step that ran out of its budget d (an [ErrRedisTimeout])
 // from one whose caller's context ended (left as it is) and from the
 // server's own errors.

@@ -25,17 +25,21 @@
 //
 // The holder counts a lease's validity on its own clock from when it sent
 // the acquisition or the last successful extension: TTL less the drift
-// allowance, TTL × 1% + 2 ms for a [Client], TTL × DriftFactor + 2 ms for
-// a [Quorum] ([Lease.Until]). Redis started the TTL when the request
-// arrived, so the lease lasts there at least as long unless the server's
-// clock runs faster than the allowance covers. [Lease.KeepAlive], Using and
-// an [Election]'s term cancel the work's context at that deadline, not
-// when an extension that is still out gives up; a late extension does not
-// revive it. The work must stop within the allowance after its context is
-// cancelled, and a holder that may be paused (a GC pause, a stopped VM)
-// while it writes cannot rely on any deadline: that is what the fence is
-// for. Mutual exclusion of the work therefore holds against holders that
-// stop in time; writes are safe only where the resource checks the fence.
+// allowance, TTL × 1% + 2 ms for a [Client], TTL × DriftFactor + 2 ms for a
+// [Quorum] ([Lease.Until]). Redis started the TTL when the request arrived,
+// so the lease lasts there at least as long unless the server's clock runs
+// faster than the allowance covers. No lease is handed out past its
+// validity deadline: [Client.Acquire], [Client.AcquireMany] and
+// [Quorum.Acquire] give back a grant whose reply came after it and return
+// an error matching [ErrLeaseLost], and Using does not start the work then.
+// [Lease.KeepAlive], Using and an [Election]'s term cancel the work's
+// context at that deadline, not when an extension that is still out gives
+// up; a late extension does not revive it. The work must stop within the
+// allowance after its context is cancelled, and a holder that may be paused
+// (a GC pause, a stopped VM) while it writes cannot rely on any deadline:
+// that is what the fence is for. Mutual exclusion of the work therefore
+// holds against holders that stop in time; writes are safe only where the
+// resource checks the fence.
 //
 // # When Redis does not answer
 //

@@ -35,6 +35,8 @@ var (
 // is the end of the lease by the holder's clock, counted from when the
 // acquisition or extension was sent, less the clock drift allowance; an
 // extension that has not answered by then does not keep the work alive.
+// When the deadline has already passed, the returned context is cancelled
+// before KeepAlive returns.
 // stop ends the background work, waits for it, and returns that cause, or nil
 // while the lease is still held. stop is safe to call more than once.
 func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func() error) {
@@ -54,6 +56,15 @@ func (l *Lease) extendInterval() time.Duration {
 func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func() error) {
 	kctx, cancel := context.WithCancelCause(ctx)
 	opts := l.b.options()
+	if l.remaining() <= 0 {
+		// The validity ended before the work began (the holder was
+		// paused since it acquired): the work's context is done from the
+		// start, not once a timer has fired, so no work begins under it.
+		lost := fmt.Errorf("%w: the validity ended before the work began", ErrLeaseLost)
+		cancel(lost)
+		opts.observe(ctx, Event{Kind: EventLost, Name: l.name, Fence: l.fence, Err: lost})
+		return kctx, func() error { return lost }
+	}
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	var lost error
@@ -157,6 +168,11 @@ func using(ctx context.Context, ttl time.Duration, acquire func() (*Lease, error
 		return err
 	}
 	kctx, stop := l.KeepAlive(ctx)
+	if kctx.Err() != nil && errors.Is(context.Cause(kctx), ErrLeaseLost) {
+		// The validity ended between the acquisition and now: fn does
+		// not start under a lease that another holder may have.
+		return stop()
+	}
 	began := time.Now()
 	fnErr := fn(kctx, l)
 	l.b.options().observe(ctx, Event{Kind: EventWork, Name: l.name, Fence: l.fence, Duration: time.Since(began), Err: fnErr})
@@ -184,7 +200,10 @@ func using(ctx context.Context, ttl time.Duration, acquire func() (*Lease, error
 // The deadline comes before the lease can end in Redis by the clock drift
 // allowance (1% of the TTL plus 2ms): fn must return within it after its
 // context is cancelled, or fence its writes with [Lease.Fence]. When the
-// lease is busy, fn does not run and Using returns a [*BusyError].
+// lease is busy, fn does not run and Using returns a [*BusyError]; nor does
+// it run when the lease's validity has ended by the time fn would start (a
+// grant that answered late, a pause): Using returns an error matching
+// [ErrLeaseLost].
 func (c *Client) Using(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error) error {
 	return using(ctx, ttl, func() (*Lease, error) { return c.Acquire(ctx, name, ttl) }, fn)
 }
