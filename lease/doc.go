@@ -34,12 +34,14 @@
 // an error matching [ErrLeaseLost], and Using does not start the work then.
 // [Lease.KeepAlive], Using and an [Election]'s term cancel the work's
 // context at that deadline, not when an extension that is still out gives
-// up; a late extension does not revive it. The work must stop within the
-// allowance after its context is cancelled, and a holder that may be paused
-// (a GC pause, a stopped VM) while it writes cannot rely on any deadline:
-// that is what the fence is for. Mutual exclusion of the work therefore
-// holds against holders that stop in time; writes are safe only where the
-// resource checks the fence.
+// up; a late extension does not revive it. Every extension moves the
+// deadline, the holder's own [Lease.Extend] included, and one to a shorter
+// TTL brings it forward as soon as it is sent (Redis may take it before it
+// answers). The work must stop within the allowance after its context is
+// cancelled, and a holder that may be paused (a GC pause, a stopped VM)
+// while it writes cannot rely on any deadline: that is what the fence is
+// for. Mutual exclusion of the work therefore holds against holders that
+// stop in time; writes are safe only where the resource checks the fence.
 //
 // # When Redis does not answer
 //

@@ -29,7 +29,8 @@ var (
 // KeepAlive extends the lease in the background every ExtendInterval, up to
 // MaxExtensions times, until stop is called or ctx is done. The returned
 // context is ctx, cancelled at the lease's validity deadline ([Lease.Until],
-// which every successful extension moves on) with cause [ErrLeaseLost] (or
+// which every extension moves: KeepAlive's own, and the caller's
+// [Lease.Extend], to a shorter TTL too) with cause [ErrLeaseLost] (or
 // [ErrExtensionsExhausted] after the last allowed extension), and with
 // [ErrLeaseLost] as soon as an extension finds the lease gone. The deadline
 // is the end of the lease by the holder's clock, counted from when the
@@ -94,6 +95,9 @@ func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func
 // cancelled, and its result is not reported.
 func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Duration, limit int) error {
 	opts := l.b.options()
+	// The deadline follows every move of Until, an Extend of the caller's
+	// (to a shorter TTL included) as well as keep's own extensions.
+	moved := l.untilMoved()
 	deadline := time.NewTimer(l.remaining())
 	defer deadline.Stop()
 	next := time.NewTimer(min(interval, max(l.remaining(), time.Millisecond)))
@@ -112,6 +116,9 @@ func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Du
 			return nil
 		case <-ctx.Done():
 			return nil
+		case <-moved:
+			moved = l.untilMoved()
+			deadline.Reset(l.remaining())
 		case <-deadline.C:
 			if r := l.remaining(); r > 0 { // an extension moved the deadline on
 				deadline.Reset(r)
@@ -122,6 +129,10 @@ func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Du
 				return ErrExtensionsExhausted
 			case last != nil:
 				return fmt.Errorf("%w: the validity ended with no extension since: %w", ErrLeaseLost, last)
+			case !pending:
+				// An Extend of the caller's to a shorter TTL brought the
+				// deadline before keep's next extension.
+				return fmt.Errorf("%w: the validity ended before the next extension was due", ErrLeaseLost)
 			}
 			return fmt.Errorf("%w: the validity ended before an extension answered", ErrLeaseLost)
 		case <-next.C:

@@ -35,11 +35,23 @@ type Lease struct {
 	// mu guards until: when the lease's validity ends unless extended, by
 	// the holder's clock (monotonic where the clock gives it): the send
 	// time of the acquisition or of the last extension, plus the TTL, less
-	// the drift allowance; and moved, closed (and replaced) when until
-	// moves.
+	// the drift allowance; moved, closed (and replaced) when until moves;
+	// and the extensions' bookkeeping (see [Lease.Extend]): how many are
+	// out, and how many were ever sent.
 	mu    sync.Mutex
 	until time.Time
 	moved chan struct{}
+	out   int
+	sends uint64
+}
+
+// extension is one Extend while it is out: its place among the sends,
+// whether another extension was out when it was sent, and the validity
+// deadline it gives when it succeeds.
+type extension struct {
+	n     uint64
+	alone bool
+	until time.Time
 }
 
 // newLease returns a held lease whose validity counts from sent.
@@ -53,15 +65,54 @@ func newLease(b backend, name, token string, fence int64, ttl time.Duration, sen
 func (l *Lease) setValidFrom(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.until = sent.Add(ttl - l.b.drift(ttl))
+	l.moveLocked(sent.Add(ttl - l.b.drift(ttl)))
+}
+
+// moveLocked sets the validity deadline to until and wakes those waiting
+// for it to move. l.mu is held.
+func (l *Lease) moveLocked(until time.Time) {
+	if until.Equal(l.until) && l.moved != nil {
+		return
+	}
+	l.until = until
 	if l.moved != nil {
 		close(l.moved)
 	}
 	l.moved = make(chan struct{})
 }
 
+// extending records an extension to ttl sent at sent. Redis may take it
+// before it answers, or without its answer ever arriving, so from now on
+// the validity ends no later than the extension's own deadline: a shorter
+// TTL brings Until forward at once.
+func (l *Lease) extending(sent time.Time, ttl time.Duration) extension {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sends++
+	l.out++
+	e := extension{n: l.sends, alone: l.out == 1, until: sent.Add(ttl - l.b.drift(ttl))}
+	if e.until.Before(l.until) {
+		l.moveLocked(e.until)
+	}
+	return e
+}
+
+// extended records that extension e has ended, taken when ok. An
+// extension that no other overlapped sets the deadline, later or earlier;
+// of overlapping ones the holder cannot tell which Redis took last, so
+// the earliest deadline among them stands (each brought Until down to its
+// own when sent).
+func (l *Lease) extended(e extension, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out--
+	if ok && e.alone && l.sends == e.n {
+		l.moveLocked(e.until)
+	}
+}
+
 // untilMoved returns a channel that is closed when the validity deadline
-// next moves (an extension succeeded).
+// next moves (an extension succeeded, or one to a shorter TTL was sent).
 func (l *Lease) untilMoved() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -108,7 +159,9 @@ func (l *Lease) Token() string { return l.token }
 // name handed out (the package documentation argues it).
 func (l *Lease) Fence() int64 { return l.fence }
 
-// TTL returns the TTL the lease was acquired or last extended with.
+// TTL returns the TTL the lease was acquired with, which [Lease.KeepAlive]
+// extends it by each time; an [Lease.Extend] to another TTL does not
+// change it ([Lease.Until] says when the validity ends).
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
 // Release gives the lease up. It returns [ErrLeaseLost], and deletes nothing,
@@ -126,17 +179,22 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Extend resets the lease's TTL to ttl. It returns [ErrLeaseLost], and
-// changes nothing, when the lease is no longer ours.
+// changes nothing, when the lease is no longer ours. [Lease.Until] follows
+// it, shorter TTLs included: once it succeeds, the validity ends ttl less
+// the drift allowance after it was sent; while it is out (and after it
+// failed, since Redis may have taken it all the same), no later than
+// that. Where extensions overlap (an Extend of the caller's while
+// [Lease.KeepAlive] extends), the earliest of their deadlines stands until
+// an extension that overlaps none succeeds. The work's context of
+// KeepAlive and Using is cancelled at Until as it moves.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := validTTLFor(l.b, ttl); err != nil {
 		return err
 	}
-	sent := l.b.now()
-	if err := l.b.extend(ctx, l, ttl); err != nil {
-		return err
-	}
-	l.setValidFrom(sent, ttl)
-	return nil
+	e := l.extending(l.b.now(), ttl)
+	err := l.b.extend(ctx, l, ttl)
+	l.extended(e, err == nil)
+	return err
 }
 
 // String describes the lease for logs without revealing its token.
