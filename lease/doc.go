@@ -53,9 +53,13 @@
 // the caller stops waiting for it. A server that did not answer within the
 // budget has failed with [ErrRedisTimeout]; each failed server's error
 // names it by its address and wraps the cause, and [ErrUnavailable] says
-// that no server answered at all (a Client's one server, or every server
-// of a Quorum). A failed quorum acquisition takes at most two budgets: its
-// grant, and the release of what it may have taken. [Election.Campaign]
+// that no server answered at all (a Client's one server, or every server of
+// a Quorum). A step that the caller's context cut short fails with an error
+// that matches the context's. A failed quorum acquisition takes at most two
+// budgets, its grant and the release of what it may have taken, and never
+// outlives the caller's context: when that ends first, Acquire returns at
+// once, and the release goes on in the background for at most one budget,
+// so that a cancelled caller leaves nothing held. [Election.Campaign]
 // returns the cause of its context ending joined with the last attempt's
 // failure.
 //

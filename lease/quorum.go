@@ -168,6 +168,10 @@ func (q *Quorum) serverTimeout(ttl time.Duration) time.Duration {
 // cost another ServerTimeout for servers that are down, and the caller (an
 // [Election]'s campaign) decides when to try again.
 // In both cases nothing is held: what a failed attempt took is released.
+// Acquire returns by ctx's deadline (or cancellation), whatever the
+// servers do: every round ends with it, and when ctx ends before a failed
+// attempt's release is done, the release goes on in the background for at
+// most ServerTimeout, and what it finds then is still released.
 // Every attempt has a token of its own, so that a message of an earlier
 // attempt that the network delays (its grant, its release) can only touch
 // that attempt's grant, never a later one's.
@@ -278,7 +282,10 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 // to every server that did not refuse the grant: where the grant was
 // taken, it is deleted; where the grant is still on its way (the server did
 // not answer), a tombstone refuses it when it comes. A server that refused
-// the grant holds nothing of the attempt's and is left alone.
+// the grant holds nothing of the attempt's and is left alone. It waits for
+// the release while ctx lasts, no longer: when ctx ends first, the release
+// goes on in the background for at most ServerTimeout, so that Acquire
+// returns by its caller's deadline.
 func (q *Quorum) abandon(ctx context.Context, name, token string, ttl time.Duration, grant tally) {
 	idx := make([]int, 0, len(q.servers))
 	for i := range q.servers {
@@ -289,10 +296,10 @@ func (q *Quorum) abandon(ctx context.Context, name, token string, ttl time.Durat
 	if len(idx) == 0 {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
-	defer cancel()
 	key, _ := Keys(name)
-	q.round(rctx, "release", name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
+	detached(ctx, q.serverTimeout(ttl), func(rctx context.Context) {
+		q.round(rctx, "release", name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
+	})
 }
 
 // release deletes the lease on every server where it is ours. It is
