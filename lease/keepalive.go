@@ -193,13 +193,26 @@ func using(ctx context.Context, ttl time.Duration, acquire func() (*Lease, error
 		// a server that may not answer.
 		return errors.Join(fnErr, lost)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(ttl))
-	defer cancel()
-	relErr := l.Release(rctx)
+	relErr := releaseWithin(ctx, l, releaseTimeout(ttl))
 	if errors.Is(relErr, ErrLeaseLost) {
 		return errors.Join(fnErr, ErrLeaseLost)
 	}
 	return errors.Join(fnErr, relErr)
+}
+
+// releaseWithin releases l under a context detached from ctx's
+// cancellation and bounded by d. The bound is the releaser's own, not its
+// caller's: a release that has not answered within it failed as a step
+// past its budget does ([ErrUnavailable], [ErrRedisTimeout]), not with a
+// context error the caller never set.
+func releaseWithin(ctx context.Context, l *Lease, d time.Duration) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	err := l.Release(rctx)
+	if err != nil && ended(rctx) && !errors.Is(err, ErrLeaseLost) && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: release %q: %w (%s release timeout): %w", ErrUnavailable, l.name, ErrRedisTimeout, d, err)
+	}
+	return err
 }
 
 // Using acquires the lease on name, runs fn while holding it, extends it in
