@@ -33,7 +33,7 @@ func TestQuorumAcquireReturnsByTheCallersDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range proxies {
-		p.SetHold(true)
+		holdQuiet(t, p)
 	}
 	const wait = 100 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), wait)

@@ -35,13 +35,13 @@ func TestExtendToAShorterTTLEndsTheWorkAtTheNewDeadline(t *testing.T) {
 				cause            error
 			)
 			err := using(context.Background(), locker, redistest.Prefix(t), ttl, func(ctx context.Context, l *lease.Lease) error {
-				sent := time.Now()
 				if err := l.Extend(ctx, shorter); err != nil {
 					return err
 				}
+				// It was sent before now: Until is less than shorter away.
 				until = l.Until()
-				if until.After(sent.Add(shorter)) {
-					t.Errorf("Until is %s after the shorter extension was sent, want at most %s", until.Sub(sent), shorter)
+				if now := time.Now(); until.After(now.Add(shorter)) {
+					t.Errorf("Until is %s away after the shorter extension, want less than %s", until.Sub(now), shorter)
 				}
 				if !waitCtx(t, ctx, "the work's context") {
 					return nil
@@ -77,14 +77,14 @@ func TestAShorterExtensionInFlightBringsUntilForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	kctx, stop := l.KeepAlive(ctx)
-	proxies[0].SetHold(true)
-	sent := time.Now()
+	holdQuiet(t, proxies[0])
 	extended := make(chan error, 1)
 	go func() { extended <- l.Extend(ctx, shorter) }()
 	untilHeld(t, proxies[0])
+	// The extension was sent before now: Until is less than shorter away.
 	until := l.Until()
-	if until.After(sent.Add(shorter)) {
-		t.Errorf("with the shorter extension out, Until is %s after it was sent, want at most %s", until.Sub(sent), shorter)
+	if now := time.Now(); until.After(now.Add(shorter)) {
+		t.Errorf("with the shorter extension out, Until is %s away, want less than %s", until.Sub(now), shorter)
 	}
 	select {
 	case <-kctx.Done():

@@ -103,7 +103,7 @@ func pausedWhileGranting(t *testing.T) (c *lease.Client, direct *redis.Client, p
 	}
 	return c, clients[0], func(call func()) {
 		p := proxies[0]
-		p.SetHold(true)
+		holdQuiet(t, p)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -116,13 +116,27 @@ func pausedWhileGranting(t *testing.T) (c *lease.Client, direct *redis.Client, p
 	}
 }
 
+// holdQuiet makes p hold messages back once none is in flight: the
+// reply of an earlier call can reach the client a moment before the proxy
+// counts it forwarded, and must not pass for the next call's request.
+func holdQuiet(t *testing.T, p *faultproxy.Proxy) {
+	t.Helper()
+	waitInFlight(t, p, func(n int) bool { return n == 0 }, "the proxy never went quiet")
+	p.SetHold(true)
+}
+
 // untilHeld waits until p holds a message back.
 func untilHeld(t *testing.T, p *faultproxy.Proxy) {
 	t.Helper()
+	waitInFlight(t, p, func(n int) bool { return n > 0 }, "the request never reached the proxy")
+}
+
+func waitInFlight(t *testing.T, p *faultproxy.Proxy, ok func(int) bool, failure string) {
+	t.Helper()
 	deadline := time.Now().Add(bound) // a bound on a failure, not a synchronisation
-	for p.InFlight() == 0 {
+	for !ok(p.InFlight()) {
 		if time.Now().After(deadline) {
-			t.Fatal("the request never reached the proxy")
+			t.Fatal(failure)
 		}
 		time.Sleep(time.Millisecond) // the proxy's count is not observable by event: poll
 	}

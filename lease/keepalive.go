@@ -136,7 +136,11 @@ func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Du
 			}
 			return fmt.Errorf("%w: the validity ended before an extension answered", ErrLeaseLost)
 		case <-next.C:
-			if pending || n >= limit {
+			// Not once the validity is over (after a shorter Extend,
+			// the next extension can fall due with the deadline): one
+			// sent then could only revive the lease after the work went
+			// uncovered; the deadline ends the work instead.
+			if pending || n >= limit || l.remaining() <= 0 {
 				continue
 			}
 			pending = true
