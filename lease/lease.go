@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -36,22 +37,19 @@ type Lease struct {
 	// the holder's clock (monotonic where the clock gives it): the send
 	// time of the acquisition or of the last extension, plus the TTL, less
 	// the drift allowance; moved, closed (and replaced) when until moves;
-	// and the extensions' bookkeeping (see [Lease.Extend]): how many are
-	// out, and how many were ever sent.
+	// and the extensions that are out (see [Lease.Extend]).
 	mu    sync.Mutex
 	until time.Time
 	moved chan struct{}
-	out   int
-	sends uint64
+	out   []*extension
 }
 
-// extension is one Extend while it is out: its place among the sends,
-// whether another extension was out when it was sent, and the validity
-// deadline it gives when it succeeds.
+// extension is one Extend while it is out: the validity deadline it gives
+// (its send time plus its TTL, less the drift allowance), and the earliest
+// such deadline among the extensions that overlapped it, its own
+// included: Redis may have taken any of those after it.
 type extension struct {
-	n     uint64
-	alone bool
-	until time.Time
+	until, floor time.Time
 }
 
 // newLease returns a held lease whose validity counts from sent.
@@ -85,30 +83,41 @@ func (l *Lease) moveLocked(until time.Time) {
 // before it answers, or without its answer ever arriving, so from now on
 // the validity ends no later than the extension's own deadline: a shorter
 // TTL brings Until forward at once.
-func (l *Lease) extending(sent time.Time, ttl time.Duration) extension {
+func (l *Lease) extending(sent time.Time, ttl time.Duration) *extension {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.sends++
-	l.out++
-	e := extension{n: l.sends, alone: l.out == 1, until: sent.Add(ttl - l.b.drift(ttl))}
+	e := &extension{until: sent.Add(ttl - l.b.drift(ttl))}
+	e.floor = e.until
+	for _, x := range l.out {
+		x.floor = earliest(x.floor, e.until)
+		e.floor = earliest(e.floor, x.until)
+	}
+	l.out = append(l.out, e)
 	if e.until.Before(l.until) {
 		l.moveLocked(e.until)
 	}
 	return e
 }
 
-// extended records that extension e has ended, taken when ok. An
-// extension that no other overlapped sets the deadline, later or earlier;
-// of overlapping ones the holder cannot tell which Redis took last, so
-// the earliest deadline among them stands (each brought Until down to its
-// own when sent).
-func (l *Lease) extended(e extension, ok bool) {
+// extended records that extension e has ended, taken when ok. One taken
+// sets the deadline, later or earlier, to the earliest deadline among the
+// extensions that overlapped it: the holder cannot tell which of them
+// Redis took last. (One that failed may have been taken too; its deadline
+// already holds Until down, since it was sent.)
+func (l *Lease) extended(e *extension, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.out--
-	if ok && e.alone && l.sends == e.n {
-		l.moveLocked(e.until)
+	l.out = slices.DeleteFunc(l.out, func(x *extension) bool { return x == e })
+	if ok {
+		l.moveLocked(e.floor)
 	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // untilMoved returns a channel that is closed when the validity deadline
@@ -184,8 +193,8 @@ func (l *Lease) Release(ctx context.Context) error {
 // the drift allowance after it was sent; while it is out (and after it
 // failed, since Redis may have taken it all the same), no later than
 // that. Where extensions overlap (an Extend of the caller's while
-// [Lease.KeepAlive] extends), the earliest of their deadlines stands until
-// an extension that overlaps none succeeds. The work's context of
+// [Lease.KeepAlive] extends), the earliest of their deadlines stands: the
+// holder cannot tell which of them Redis took last. The work's context of
 // KeepAlive and Using is cancelled at Until as it moves.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := validTTLFor(l.b, ttl); err != nil {
