@@ -14,8 +14,9 @@ import (
 
 // AcquireMany tries the leases on names once each, in one round trip where
 // the client can pipeline. leases[i] is nil when names[i] is held by
-// another owner (remaining[i] then says for how long) or failed (errs[i]).
-// It does not retry.
+// another owner (remaining[i] then says for how long) or failed (errs[i]),
+// as when the reply came after the lease's validity had passed (an error
+// matching [ErrLeaseLost], as [Client.Acquire]'s). It does not retry.
 func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Duration) (leases []*Lease, remaining []time.Duration, errs []error) {
 	leases = make([]*Lease, len(names))
 	remaining = make([]time.Duration, len(names))
@@ -66,7 +67,7 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 		res []int64
 		err error
 	}
-	sent := time.Now()
+	sent := c.now()
 	replies, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) ([]reply, error) {
 		pipe := p.Pipeline()
 		cmds := make([]*redis.Cmd, len(names))
@@ -87,6 +88,12 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 		}
 		return out, nil
 	})
+	var late []*Lease // granted after their validity: given back, not handed out
+	defer func() {
+		if len(late) > 0 {
+			c.giveBack(ctx, ttl, late...)
+		}
+	}()
 	for i := range names {
 		if tokens[i] == "" {
 			continue
@@ -105,7 +112,13 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 			continue
 		}
 		if res[0] > 0 {
-			leases[i] = newLease(c, names[i], tokens[i], res[0], ttl, sent)
+			l := newLease(c, names[i], tokens[i], res[0], ttl, sent)
+			if l.remaining() <= 0 {
+				late = append(late, l)
+				errs[i] = lateGrant(names[i], ttl, c.drift(ttl))
+				continue
+			}
+			leases[i] = l
 		} else if res[1] > 0 {
 			remaining[i] = time.Duration(res[1]) * time.Millisecond
 		}

@@ -61,12 +61,37 @@ func serverStep[T any](ctx context.Context, d time.Duration, call func(context.C
 	}
 }
 
+// detached runs step under a context that keeps ctx's values but not its
+// cancellation, bounded by d, and waits for it while ctx lasts: when ctx
+// ends first, the caller goes on at once and the step goes on in the
+// background to its own end, d later at the latest (step must honour its
+// context, as [serverStep] and a Quorum's round do). It is how a failed
+// acquisition gives back what it may have taken, so that a cancelled
+// caller leaves nothing held, without outliving the caller's deadline.
+func detached(ctx context.Context, d time.Duration, step func(ctx context.Context)) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		step(dctx)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // explain tells a step that ran out of its budget d (an [ErrRedisTimeout])
-// from one whose caller's context ended (left as it is) and from the
-// server's own errors.
+// from one whose caller's context ended (an error that matches the
+// context's) and from the server's own errors.
 func explain(ctx, sctx context.Context, d time.Duration, err error) error {
 	switch {
-	case err == nil || ended(ctx) || !ended(sctx) || isReply(err):
+	case err == nil || isReply(err):
+		return err
+	case ended(ctx):
+		return callerEnded(ctx, err)
+	case !ended(sctx):
 		return err
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		// The budget's own deadline: nothing more to say, and it must not
@@ -74,6 +99,21 @@ func explain(ctx, sctx context.Context, d time.Duration, err error) error {
 		return fmt.Errorf("%w (%s budget)", ErrRedisTimeout, d)
 	}
 	return fmt.Errorf("%w (%s budget): %w", ErrRedisTimeout, d, err)
+}
+
+// callerEnded is the error of a step that failed because the caller's
+// context ended: one that matches the context's error, also where the
+// client took the deadline to the socket and failed with an I/O timeout a
+// moment before the context's own timer fired.
+func callerEnded(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = context.DeadlineExceeded // the deadline passed; its timer has not fired yet
+	}
+	if errors.Is(err, cause) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", cause, err)
 }
 
 // ended reports whether ctx is done or its deadline has passed: a client
@@ -97,7 +137,7 @@ func isReply(err error) bool {
 // stepError describes a failed step of op on name with server: an
 // [ErrUnavailable] unless the server answered or the caller's context ended.
 func stepError(ctx context.Context, op, name, server string, err error) error {
-	if ctx.Err() == nil && !isReply(err) {
+	if !ended(ctx) && !isReply(err) {
 		return fmt.Errorf("%w: %s %q on %s: %w", ErrUnavailable, op, name, server, err)
 	}
 	return fmt.Errorf("lease: %s %q on %s: %w", op, name, server, err)

@@ -39,6 +39,9 @@ type Client struct {
 	rdb  redis.Scripter
 	addr string // the server's address, for errors
 	opts Options
+
+	// clock is the holder's clock: a seam for tests.
+	clock func() time.Time
 }
 
 // New returns a Client. rdb is any go-redis client (a [redis.UniversalClient]
@@ -51,7 +54,7 @@ func New(rdb redis.Scripter, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, addr: serverAddr(rdb), opts: opts}, nil
+	return &Client{rdb: rdb, addr: serverAddr(rdb), opts: opts, clock: time.Now}, nil
 }
 
 // BusyError is returned by [Client.Acquire] when another holder has the lease.
@@ -80,6 +83,10 @@ func newToken() (string, error) {
 
 // Acquire takes the lease on name for ttl, trying up to 1+Retries times. When
 // another holder keeps it, it returns a [*BusyError] (errors.Is ErrLeaseBusy).
+// A lease is handed out only while its validity lasts ([Lease.Until] is
+// ahead): a grant whose reply arrives after it (a slow network, a pause
+// of the holder) may already be another holder's, so Acquire releases it
+// and returns an error matching [ErrLeaseLost], as a [Quorum]'s does.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	if err := validName(name); err != nil {
 		return nil, err
@@ -88,7 +95,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 		return nil, err
 	}
 	key, fenceKey := Keys(name)
-	start := time.Now()
+	start := c.now()
 	for attempt := 0; ; attempt++ {
 		// A token per attempt, as a Quorum's: nothing of an earlier
 		// attempt can be taken for this one's.
@@ -96,7 +103,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 		if err != nil {
 			return nil, err
 		}
-		sent := time.Now()
+		sent := c.now()
 		fence, remaining, err := c.try(ctx, name, key, fenceKey, token, ttl)
 		if err != nil {
 			c.opts.observe(ctx, Event{Kind: EventRedisError, Name: name, Err: err})
@@ -104,7 +111,15 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 		}
 		if fence > 0 {
 			l := newLease(c, name, token, fence, ttl, sent)
-			c.opts.observe(ctx, Event{Kind: EventAcquired, Name: name, Duration: time.Since(start), Fence: fence})
+			if l.remaining() <= 0 {
+				// The grant answered after the validity it was sent with:
+				// another holder may have the lease by now, so it is not
+				// handed out (a Quorum's check), and what Redis may still
+				// hold of it is given back.
+				c.giveBack(ctx, ttl, l)
+				return nil, lateGrant(name, ttl, c.drift(ttl))
+			}
+			c.opts.observe(ctx, Event{Kind: EventAcquired, Name: name, Duration: c.now().Sub(start), Fence: fence})
 			return l, nil
 		}
 		c.opts.observe(ctx, Event{Kind: EventBusy, Name: name, Remaining: remaining})
@@ -115,6 +130,26 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 			return nil, err
 		}
 	}
+}
+
+// lateGrant is the error of an acquisition granted after its validity
+// (ttl less the drift allowance drift, from when it was sent) had passed.
+func lateGrant(name string, ttl, drift time.Duration) error {
+	return fmt.Errorf("%w: %s: granted after its validity (TTL %s less drift %s) had passed", ErrLeaseLost, name, ttl, drift)
+}
+
+// giveBack releases leases that were granted too late to be handed out,
+// token-checked, within a release's budget and without outliving ctx
+// (see [detached]).
+func (c *Client) giveBack(ctx context.Context, ttl time.Duration, ls ...*Lease) {
+	detached(ctx, c.budget(ttl), func(ctx context.Context) {
+		for _, l := range ls {
+			if ctx.Err() != nil {
+				return
+			}
+			_ = c.release(ctx, l)
+		}
+	})
 }
 
 // budget is the bound on one step of a lease of ttl: RedisTimeout, or the
@@ -206,4 +241,4 @@ func (c *Client) drift(ttl time.Duration) time.Duration {
 	return driftAllowance(ttl, defaultDriftFactor)
 }
 
-func (c *Client) now() time.Time { return time.Now() }
+func (c *Client) now() time.Time { return c.clock() }

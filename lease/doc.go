@@ -25,13 +25,19 @@
 //
 // The holder counts a lease's validity on its own clock from when it sent
 // the acquisition or the last successful extension: TTL less the drift
-// allowance, TTL × 1% + 2 ms for a [Client], TTL × DriftFactor + 2 ms for
-// a [Quorum] ([Lease.Until]). Redis started the TTL when the request
-// arrived, so the lease lasts there at least as long unless the server's
-// clock runs faster than the allowance covers. [Lease.KeepAlive], Using and
-// an [Election]'s term cancel the work's context at that deadline, not
-// when an extension that is still out gives up; a late extension does not
-// revive it. The work must stop within the allowance after its context is
+// allowance, TTL × 1% + 2 ms for a [Client], TTL × DriftFactor + 2 ms for a
+// [Quorum] ([Lease.Until]). Redis started the TTL when the request arrived,
+// so the lease lasts there at least as long unless the server's clock runs
+// faster than the allowance covers. No lease is handed out past its
+// validity deadline: [Client.Acquire], [Client.AcquireMany] and
+// [Quorum.Acquire] give back a grant whose reply came after it and return
+// an error matching [ErrLeaseLost], and Using does not start the work then.
+// [Lease.KeepAlive], Using and an [Election]'s term cancel the work's
+// context at that deadline, not when an extension that is still out gives
+// up; a late extension does not revive it. Every extension moves the
+// deadline, the holder's own [Lease.Extend] included, and one to a shorter
+// TTL brings it forward as soon as it is sent (Redis may take it before it
+// answers). The work must stop within the allowance after its context is
 // cancelled, and a holder that may be paused (a GC pause, a stopped VM)
 // while it writes cannot rely on any deadline: that is what the fence is
 // for. Mutual exclusion of the work therefore holds against holders that
@@ -47,9 +53,13 @@
 // the caller stops waiting for it. A server that did not answer within the
 // budget has failed with [ErrRedisTimeout]; each failed server's error
 // names it by its address and wraps the cause, and [ErrUnavailable] says
-// that no server answered at all (a Client's one server, or every server
-// of a Quorum). A failed quorum acquisition takes at most two budgets: its
-// grant, and the release of what it may have taken. [Election.Campaign]
+// that no server answered at all (a Client's one server, or every server of
+// a Quorum). A step that the caller's context cut short fails with an error
+// that matches the context's. A failed quorum acquisition takes at most two
+// budgets, its grant and the release of what it may have taken, and never
+// outlives the caller's context: when that ends first, Acquire returns at
+// once, and the release goes on in the background for at most one budget,
+// so that a cancelled caller leaves nothing held. [Election.Campaign]
 // returns the cause of its context ending joined with the last attempt's
 // failure.
 //

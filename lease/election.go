@@ -223,6 +223,17 @@ func (t *Term) Resign(ctx context.Context) error {
 	return t.lease.Release(ctx)
 }
 
+// resignWithin is Resign with a release of its own, detached from ctx's
+// cancellation and bounded by d (see [releaseWithin]).
+func (t *Term) resignWithin(ctx context.Context, d time.Duration) error {
+	lost := t.stop()
+	t.e.end(t)
+	if lost != nil {
+		return lost
+	}
+	return releaseWithin(ctx, t.lease, d)
+}
+
 // RunEvery runs fn on the leader only: it campaigns, and while this replica
 // leads it calls fn at once and then every interval, measured from the
 // start of one call to the start of the next, under the term's context
@@ -248,9 +259,7 @@ func (e *Election) RunEvery(ctx context.Context, interval time.Duration, fn func
 			return err
 		}
 		e.lead(ctx, term, interval, fn)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(e.opts.TTL))
-		err = term.Resign(rctx)
-		cancel()
+		err = term.resignWithin(ctx, releaseTimeout(e.opts.TTL))
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

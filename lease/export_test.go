@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// SetClientClock makes c read the holder's time from now.
+func SetClientClock(c *Client, now func() time.Time) { c.clock = now }
+
 // SetQuorumClock makes q read the holder's time from now.
 func SetQuorumClock(q *Quorum, now func() time.Time) { q.clock = now }
 

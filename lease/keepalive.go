@@ -29,12 +29,15 @@ var (
 // KeepAlive extends the lease in the background every ExtendInterval, up to
 // MaxExtensions times, until stop is called or ctx is done. The returned
 // context is ctx, cancelled at the lease's validity deadline ([Lease.Until],
-// which every successful extension moves on) with cause [ErrLeaseLost] (or
+// which every extension moves: KeepAlive's own, and the caller's
+// [Lease.Extend], to a shorter TTL too) with cause [ErrLeaseLost] (or
 // [ErrExtensionsExhausted] after the last allowed extension), and with
 // [ErrLeaseLost] as soon as an extension finds the lease gone. The deadline
 // is the end of the lease by the holder's clock, counted from when the
 // acquisition or extension was sent, less the clock drift allowance; an
 // extension that has not answered by then does not keep the work alive.
+// When the deadline has already passed, the returned context is cancelled
+// before KeepAlive returns.
 // stop ends the background work, waits for it, and returns that cause, or nil
 // while the lease is still held. stop is safe to call more than once.
 func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func() error) {
@@ -54,6 +57,15 @@ func (l *Lease) extendInterval() time.Duration {
 func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func() error) {
 	kctx, cancel := context.WithCancelCause(ctx)
 	opts := l.b.options()
+	if l.remaining() <= 0 {
+		// The validity ended before the work began (the holder was
+		// paused since it acquired): the work's context is done from the
+		// start, not once a timer has fired, so no work begins under it.
+		lost := fmt.Errorf("%w: the validity ended before the work began", ErrLeaseLost)
+		cancel(lost)
+		opts.observe(ctx, Event{Kind: EventLost, Name: l.name, Fence: l.fence, Err: lost})
+		return kctx, func() error { return lost }
+	}
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	var lost error
@@ -83,6 +95,9 @@ func (l *Lease) keepAlive(ctx context.Context, limit int) (context.Context, func
 // cancelled, and its result is not reported.
 func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Duration, limit int) error {
 	opts := l.b.options()
+	// The deadline follows every move of Until, an Extend of the caller's
+	// (to a shorter TTL included) as well as keep's own extensions.
+	moved := l.untilMoved()
 	deadline := time.NewTimer(l.remaining())
 	defer deadline.Stop()
 	next := time.NewTimer(min(interval, max(l.remaining(), time.Millisecond)))
@@ -101,6 +116,9 @@ func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Du
 			return nil
 		case <-ctx.Done():
 			return nil
+		case <-moved:
+			moved = l.untilMoved()
+			deadline.Reset(l.remaining())
 		case <-deadline.C:
 			if r := l.remaining(); r > 0 { // an extension moved the deadline on
 				deadline.Reset(r)
@@ -111,10 +129,18 @@ func (l *Lease) keep(ctx context.Context, quit <-chan struct{}, interval time.Du
 				return ErrExtensionsExhausted
 			case last != nil:
 				return fmt.Errorf("%w: the validity ended with no extension since: %w", ErrLeaseLost, last)
+			case !pending:
+				// An Extend of the caller's to a shorter TTL brought the
+				// deadline before keep's next extension.
+				return fmt.Errorf("%w: the validity ended before the next extension was due", ErrLeaseLost)
 			}
 			return fmt.Errorf("%w: the validity ended before an extension answered", ErrLeaseLost)
 		case <-next.C:
-			if pending || n >= limit {
+			// Not once the validity is over (after a shorter Extend,
+			// the next extension can fall due with the deadline): one
+			// sent then could only revive the lease after the work went
+			// uncovered; the deadline ends the work instead.
+			if pending || n >= limit || l.remaining() <= 0 {
 				continue
 			}
 			pending = true
@@ -157,6 +183,11 @@ func using(ctx context.Context, ttl time.Duration, acquire func() (*Lease, error
 		return err
 	}
 	kctx, stop := l.KeepAlive(ctx)
+	if kctx.Err() != nil && errors.Is(context.Cause(kctx), ErrLeaseLost) {
+		// The validity ended between the acquisition and now: fn does
+		// not start under a lease that another holder may have.
+		return stop()
+	}
 	began := time.Now()
 	fnErr := fn(kctx, l)
 	l.b.options().observe(ctx, Event{Kind: EventWork, Name: l.name, Fence: l.fence, Duration: time.Since(began), Err: fnErr})
@@ -166,13 +197,26 @@ func using(ctx context.Context, ttl time.Duration, acquire func() (*Lease, error
 		// a server that may not answer.
 		return errors.Join(fnErr, lost)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(ttl))
-	defer cancel()
-	relErr := l.Release(rctx)
+	relErr := releaseWithin(ctx, l, releaseTimeout(ttl))
 	if errors.Is(relErr, ErrLeaseLost) {
 		return errors.Join(fnErr, ErrLeaseLost)
 	}
 	return errors.Join(fnErr, relErr)
+}
+
+// releaseWithin releases l under a context detached from ctx's
+// cancellation and bounded by d. The bound is the releaser's own, not its
+// caller's: a release that has not answered within it failed as a step
+// past its budget does ([ErrUnavailable], [ErrRedisTimeout]), not with a
+// context error the caller never set.
+func releaseWithin(ctx context.Context, l *Lease, d time.Duration) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	err := l.Release(rctx)
+	if err != nil && ended(rctx) && !errors.Is(err, ErrLeaseLost) && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: release %q: %w (%s release timeout): %w", ErrUnavailable, l.name, ErrRedisTimeout, d, err)
+	}
+	return err
 }
 
 // Using acquires the lease on name, runs fn while holding it, extends it in
@@ -184,7 +228,10 @@ func using(ctx context.Context, ttl time.Duration, acquire func() (*Lease, error
 // The deadline comes before the lease can end in Redis by the clock drift
 // allowance (1% of the TTL plus 2ms): fn must return within it after its
 // context is cancelled, or fence its writes with [Lease.Fence]. When the
-// lease is busy, fn does not run and Using returns a [*BusyError].
+// lease is busy, fn does not run and Using returns a [*BusyError]; nor does
+// it run when the lease's validity has ended by the time fn would start (a
+// grant that answered late, a pause): Using returns an error matching
+// [ErrLeaseLost].
 func (c *Client) Using(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error) error {
 	return using(ctx, ttl, func() (*Lease, error) { return c.Acquire(ctx, name, ttl) }, fn)
 }

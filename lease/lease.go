@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -35,11 +36,20 @@ type Lease struct {
 	// mu guards until: when the lease's validity ends unless extended, by
 	// the holder's clock (monotonic where the clock gives it): the send
 	// time of the acquisition or of the last extension, plus the TTL, less
-	// the drift allowance; and moved, closed (and replaced) when until
-	// moves.
+	// the drift allowance; moved, closed (and replaced) when until moves;
+	// and the extensions that are out (see [Lease.Extend]).
 	mu    sync.Mutex
 	until time.Time
 	moved chan struct{}
+	out   []*extension
+}
+
+// extension is one Extend while it is out: the validity deadline it gives
+// (its send time plus its TTL, less the drift allowance), and the earliest
+// such deadline among the extensions that overlapped it, its own
+// included: Redis may have taken any of those after it.
+type extension struct {
+	until, floor time.Time
 }
 
 // newLease returns a held lease whose validity counts from sent.
@@ -53,15 +63,65 @@ func newLease(b backend, name, token string, fence int64, ttl time.Duration, sen
 func (l *Lease) setValidFrom(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.until = sent.Add(ttl - l.b.drift(ttl))
+	l.moveLocked(sent.Add(ttl - l.b.drift(ttl)))
+}
+
+// moveLocked sets the validity deadline to until and wakes those waiting
+// for it to move. l.mu is held.
+func (l *Lease) moveLocked(until time.Time) {
+	if until.Equal(l.until) && l.moved != nil {
+		return
+	}
+	l.until = until
 	if l.moved != nil {
 		close(l.moved)
 	}
 	l.moved = make(chan struct{})
 }
 
+// extending records an extension to ttl sent at sent. Redis may take it
+// before it answers, or without its answer ever arriving, so from now on
+// the validity ends no later than the extension's own deadline: a shorter
+// TTL brings Until forward at once.
+func (l *Lease) extending(sent time.Time, ttl time.Duration) *extension {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := &extension{until: sent.Add(ttl - l.b.drift(ttl))}
+	e.floor = e.until
+	for _, x := range l.out {
+		x.floor = earliest(x.floor, e.until)
+		e.floor = earliest(e.floor, x.until)
+	}
+	l.out = append(l.out, e)
+	if e.until.Before(l.until) {
+		l.moveLocked(e.until)
+	}
+	return e
+}
+
+// extended records that extension e has ended, taken when ok. One taken
+// sets the deadline, later or earlier, to the earliest deadline among the
+// extensions that overlapped it: the holder cannot tell which of them
+// Redis took last. (One that failed may have been taken too; its deadline
+// already holds Until down, since it was sent.)
+func (l *Lease) extended(e *extension, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out = slices.DeleteFunc(l.out, func(x *extension) bool { return x == e })
+	if ok {
+		l.moveLocked(e.floor)
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // untilMoved returns a channel that is closed when the validity deadline
-// next moves (an extension succeeded).
+// next moves (an extension succeeded, or one to a shorter TTL was sent).
 func (l *Lease) untilMoved() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -108,7 +168,9 @@ func (l *Lease) Token() string { return l.token }
 // name handed out (the package documentation argues it).
 func (l *Lease) Fence() int64 { return l.fence }
 
-// TTL returns the TTL the lease was acquired or last extended with.
+// TTL returns the TTL the lease was acquired with, which [Lease.KeepAlive]
+// extends it by each time; an [Lease.Extend] to another TTL does not
+// change it ([Lease.Until] says when the validity ends).
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
 // Release gives the lease up. It returns [ErrLeaseLost], and deletes nothing,
@@ -126,17 +188,22 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Extend resets the lease's TTL to ttl. It returns [ErrLeaseLost], and
-// changes nothing, when the lease is no longer ours.
+// changes nothing, when the lease is no longer ours. [Lease.Until] follows
+// it, shorter TTLs included: once it succeeds, the validity ends ttl less
+// the drift allowance after it was sent; while it is out (and after it
+// failed, since Redis may have taken it all the same), no later than
+// that. Where extensions overlap (an Extend of the caller's while
+// [Lease.KeepAlive] extends), the earliest of their deadlines stands: the
+// holder cannot tell which of them Redis took last. The work's context of
+// KeepAlive and Using is cancelled at Until as it moves.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := validTTLFor(l.b, ttl); err != nil {
 		return err
 	}
-	sent := l.b.now()
-	if err := l.b.extend(ctx, l, ttl); err != nil {
-		return err
-	}
-	l.setValidFrom(sent, ttl)
-	return nil
+	e := l.extending(l.b.now(), ttl)
+	err := l.b.extend(ctx, l, ttl)
+	l.extended(e, err == nil)
+	return err
 }
 
 // String describes the lease for logs without revealing its token.

@@ -50,7 +50,9 @@ type QuorumOptions struct {
 	Options
 	// DriftFactor is the share of the TTL allowed for clocks that run at
 	// different rates: a lease is valid for TTL − elapsed − (TTL×DriftFactor
-	// + 2ms) after the first request was sent. Default: 0.01.
+	// + 2ms) after the first request was sent. It must be a number in
+	// [0, 1): NewQuorum refuses NaN, infinities and anything outside with
+	// [ErrInvalidOptions]. Default: 0.01 (also for 0).
 	DriftFactor float64
 	// ServerTimeout bounds each server's answer in every round, as
 	// RedisTimeout does for a [Client] (it takes precedence over
@@ -80,7 +82,9 @@ func (o *QuorumOptions) setDefaults() {
 
 func (o *QuorumOptions) validate() error {
 	switch {
-	case o.DriftFactor < 0 || o.DriftFactor >= 1:
+	case !(o.DriftFactor >= 0 && o.DriftFactor < 1):
+		// Written so that NaN, which compares false with everything, is
+		// refused too: it would make every validity check fail.
 		return fmt.Errorf("%w: DriftFactor %g is outside [0, 1)", ErrInvalidOptions, o.DriftFactor)
 	case o.ServerTimeout < 0:
 		return fmt.Errorf("%w: ServerTimeout must not be negative", ErrInvalidOptions)
@@ -164,6 +168,10 @@ func (q *Quorum) serverTimeout(ttl time.Duration) time.Duration {
 // cost another ServerTimeout for servers that are down, and the caller (an
 // [Election]'s campaign) decides when to try again.
 // In both cases nothing is held: what a failed attempt took is released.
+// Acquire returns by ctx's deadline (or cancellation), whatever the
+// servers do: every round ends with it, and when ctx ends before a failed
+// attempt's release is done, the release goes on in the background for at
+// most ServerTimeout, and what it finds then is still released.
 // Every attempt has a token of its own, so that a message of an earlier
 // attempt that the network delays (its grant, its release) can only touch
 // that attempt's grant, never a later one's.
@@ -274,7 +282,10 @@ func (q *Quorum) try(ctx context.Context, name, token string, ttl time.Duration)
 // to every server that did not refuse the grant: where the grant was
 // taken, it is deleted; where the grant is still on its way (the server did
 // not answer), a tombstone refuses it when it comes. A server that refused
-// the grant holds nothing of the attempt's and is left alone.
+// the grant holds nothing of the attempt's and is left alone. It waits for
+// the release while ctx lasts, no longer: when ctx ends first, the release
+// goes on in the background for at most ServerTimeout, so that Acquire
+// returns by its caller's deadline.
 func (q *Quorum) abandon(ctx context.Context, name, token string, ttl time.Duration, grant tally) {
 	idx := make([]int, 0, len(q.servers))
 	for i := range q.servers {
@@ -285,10 +296,10 @@ func (q *Quorum) abandon(ctx context.Context, name, token string, ttl time.Durat
 	if len(idx) == 0 {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.serverTimeout(ttl))
-	defer cancel()
 	key, _ := Keys(name)
-	q.round(rctx, "release", name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
+	detached(ctx, q.serverTimeout(ttl), func(rctx context.Context) {
+		q.round(rctx, "release", name, idx, ttl, nil, yesNo(quorumAbandonScript, []string{key, tombstoneKey(name, token)}, token, ttl.Milliseconds()))
+	})
 }
 
 // release deletes the lease on every server where it is ours. It is

@@ -1,7 +1,8 @@
 package robustness
 
 // CheckLock: a lock run's history held to the lease package's promises
-// (no overlap of unpaused holders' work beyond the drift allowance, fences
+// (no lease handed out past its validity, an attempt's own deadline kept,
+// no overlap of unpaused holders' work beyond the drift allowance, fences
 // unique and rising, accepted writes' fences increasing in commit order, no
 // acknowledged element lost, documented errors only), with its figures.
 
@@ -71,6 +72,29 @@ func CheckLock(sc LockScenario, h *LockHistory) ([]Violation, LockStats) {
 			if x.Acquired < y.Invoke && x.Fence >= y.Fence {
 				add("fences-rise", "%s got fence %d at %s; %s, who began trying at %s, got %d", x.Holder, x.Fence, h.at(x.Acquired), y.Holder, h.at(y.Invoke), y.Fence)
 			}
+		}
+	}
+
+	// No lease handed out past its validity: the work begins before the
+	// lease's validity deadline (Until, when it was taken), within the
+	// drift allowance, unless the holder was paused in between.
+	for _, r := range held {
+		if r.Until != 0 && time.Duration(r.Acquired-r.Until) > sc.drift() && !h.pausedDuring(r.Holder, r.Invoke, r.Acquired) {
+			add("work-within-validity", "%s's work under fence %d began at %s, %s after the lease's validity ended (drift allowance %s)",
+				r.Holder, r.Fence, h.at(r.Acquired), time.Duration(r.Acquired-r.Until), sc.drift())
+		}
+	}
+
+	// An attempt under a deadline of its own that took no lease returns
+	// by that deadline (within half a ServerTimeout), unless the holder
+	// was paused meanwhile.
+	for _, r := range h.Leases {
+		if r.Deadline == 0 || r.Held() || h.pausedDuring(r.Holder, r.Invoke, r.End) {
+			continue
+		}
+		if over := time.Duration(r.End - r.Deadline); over > sc.ServerTimeout/2 {
+			add("deadline-kept", "%s's attempt from %s with a deadline at %s returned %s after it (%s)",
+				r.Holder, h.at(r.Invoke), h.at(r.Deadline), over, r.Err)
 		}
 	}
 

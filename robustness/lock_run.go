@@ -85,7 +85,8 @@ func RunLock(sc LockScenario, seed int64, bin, pgAddr string) (h *LockHistory, e
 		r.proxies = append(r.proxies, ps)
 		hd, err := startHolder(bin, lockwire.Config{Holder: fmt.Sprintf("h%d", i), Servers: addrs, PG: pgAddr, Name: name,
 			TTL: sc.TTL, ServerTimeout: sc.ServerTimeout, RestartQuarantine: sc.RestartQuarantine, DriftFactor: sc.DriftFactor,
-			WorkMin: sc.WorkMin, WorkMax: sc.WorkMax, Stubborn: sc.Stubborn, Seed: seed + int64(i)})
+			WorkMin: sc.WorkMin, WorkMax: sc.WorkMax, Stubborn: sc.Stubborn, Seed: seed + int64(i),
+			Single: sc.Single, Shorten: sc.Shorten, Deadline: sc.Deadline})
 		if err != nil {
 			return nil, err
 		}
@@ -192,9 +193,10 @@ func (r *lockRun) fault(nemesis string) error {
 		r.hist.Pauses[hd.name] = append(r.hist.Pauses[hd.name], [2]int64{from, time.Now().UnixNano()})
 		r.event("resume "+hd.name, true)
 	case "holder-partition":
-		// Two servers (the holder keeps a majority) or three (it does not).
+		// Two servers (the holder keeps a majority) or three (it does not);
+		// the only one, over one Redis.
 		i := r.target()
-		idx := rng.Perm(len(r.servers))[:2+rng.IntN(2)]
+		idx := rng.Perm(len(r.servers))[:min(2+rng.IntN(2), len(r.servers))]
 		r.event(fmt.Sprintf("cut h%d off from servers %v", i, idx), false)
 		for _, s := range idx {
 			r.proxies[i][s].SetPartition(true)
@@ -220,6 +222,24 @@ func (r *lockRun) fault(nemesis string) error {
 			r.proxies[i][s].SetLatency(0)
 		}
 		r.event(fmt.Sprintf("no delay h%d", i), true)
+	case "redis-slow":
+		// Every holder's messages delayed by a TTL to one and a half:
+		// whoever wins a grant gets its reply after the lease's validity
+		// ended, within a RedisTimeout longer than that.
+		d := sc.TTL + time.Duration(rng.Int64N(int64(sc.TTL/2)))
+		r.event(fmt.Sprintf("slow every holder by %s", d), false)
+		for _, ps := range r.proxies {
+			for _, p := range ps {
+				p.SetLatency(d)
+			}
+		}
+		time.Sleep(sc.FaultFor)
+		for _, ps := range r.proxies {
+			for _, p := range ps {
+				p.SetLatency(0)
+			}
+		}
+		r.event("no slowness", true)
 	case "server-restart":
 		// One or two servers killed (SIGKILL, no persistence) and back
 		// empty on the same port.

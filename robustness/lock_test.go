@@ -127,7 +127,7 @@ func (b *lb) accepted(fence int64, holder string, elem int64) {
 	b.h.Final = append(b.h.Final, elem)
 }
 
-var lockTestScenario = LockScenario{TTL: time.Second, DriftFactor: 0.01} // drift 12 ms
+var lockTestScenario = LockScenario{TTL: time.Second, DriftFactor: 0.01, ServerTimeout: 100 * time.Millisecond} // drift 12 ms
 
 func TestLockChecker(t *testing.T) {
 	for _, tc := range []struct {
@@ -191,6 +191,34 @@ func TestLockChecker(t *testing.T) {
 			b.accepted(10, "h0", 1)
 			b.h.Leases = append(b.h.Leases, lockwire.Report{Holder: "h1", Invoke: msAt(50), End: msAt(60), Err: "boom", ErrKind: "other"})
 		}, "documented-errors"},
+		{"work begun within the validity", func(b *lb) {
+			b.lease("h0", 10, 0, 5, 100, 0, lockwire.OK, 1)
+			b.h.Leases[0].Until = msAt(1000)
+			b.accepted(10, "h0", 1)
+		}, ""},
+		{"work begun after the validity", func(b *lb) {
+			b.lease("h0", 10, 0, 1300, 1400, 1301, lockwire.NotTried, 0)
+			b.h.Leases[0].Until = msAt(990)
+			b.lease("h1", 20, 1500, 1505, 1600, 0, lockwire.OK, 2)
+			b.accepted(20, "h1", 2)
+		}, "work-within-validity"},
+		{"work begun after the validity by a paused holder", func(b *lb) {
+			b.h.Pauses["h0"] = [][2]int64{{msAt(100), msAt(1250)}}
+			b.lease("h0", 10, 0, 1300, 1400, 1301, lockwire.NotTried, 0)
+			b.h.Leases[0].Until = msAt(990)
+			b.lease("h1", 20, 1500, 1505, 1600, 0, lockwire.OK, 2)
+			b.accepted(20, "h1", 2)
+		}, ""},
+		{"an attempt that kept its deadline", func(b *lb) {
+			b.lease("h0", 10, 0, 5, 100, 0, lockwire.OK, 1)
+			b.accepted(10, "h0", 1)
+			b.h.Leases = append(b.h.Leases, lockwire.Report{Holder: "h1", Invoke: msAt(50), Deadline: msAt(80), End: msAt(85), Err: "no quorum", ErrKind: "no-quorum"})
+		}, ""},
+		{"an attempt that outlived its deadline", func(b *lb) {
+			b.lease("h0", 10, 0, 5, 100, 0, lockwire.OK, 1)
+			b.accepted(10, "h0", 1)
+			b.h.Leases = append(b.h.Leases, lockwire.Report{Holder: "h1", Invoke: msAt(50), Deadline: msAt(80), End: msAt(180), Err: "no quorum", ErrKind: "no-quorum"})
+		}, "deadline-kept"},
 		{"nothing accepted", func(b *lb) {
 			b.lease("h0", 10, 0, 5, 100, 0, lockwire.Fenced, 1)
 		}, "progress"},

@@ -1,7 +1,8 @@
 // Command lockreplica is one holder of the robustness suite's lock
 // workload, Jepsen's lock-set: in a loop until its standard input closes,
 // it takes a quorum lease (lease.Quorum over its own fault proxies to
-// independent redis-servers), raises the fence of a row in PostgreSQL to
+// independent redis-servers; a lease.Client over the first one when the
+// configuration says Single), raises the fence of a row in PostgreSQL to
 // its lease's and reads the set the row holds, works a while, and writes
 // the set back with its element added, only if no higher fence claimed the
 // row since. It reports every lease, with its times, to its standard
@@ -51,17 +52,35 @@ func run() error {
 	}
 	clients := make([]redis.Scripter, len(cfg.Servers))
 	for i, a := range cfg.Servers {
-		c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
+		opts := &redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second}
+		if cfg.Single {
+			// Connections dialled ahead: a slowed link then delays the
+			// grant itself, not a handshake that runs out of RedisTimeout.
+			opts.MinIdleConns = 2
+		}
+		c := redis.NewClient(opts)
 		defer c.Close()
 		clients[i] = c
 	}
-	q, err := lease.NewQuorum(clients, lease.QuorumOptions{
-		Options:       lease.Options{Retries: 1000, RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond},
-		DriftFactor:   cfg.DriftFactor,
-		ServerTimeout: cfg.ServerTimeout, RestartQuarantine: cfg.RestartQuarantine,
-	})
-	if err != nil {
-		return err
+	retry := lease.Options{Retries: 1000, RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond}
+	var q locker
+	if cfg.Single {
+		retry.RedisTimeout = cfg.ServerTimeout
+		c, err := lease.New(clients[0], retry)
+		if err != nil {
+			return err
+		}
+		q = c
+	} else {
+		qq, err := lease.NewQuorum(clients, lease.QuorumOptions{
+			Options:       retry,
+			DriftFactor:   cfg.DriftFactor,
+			ServerTimeout: cfg.ServerTimeout, RestartQuarantine: cfg.RestartQuarantine,
+		})
+		if err != nil {
+			return err
+		}
+		q = qq
 	}
 	h := &holder{cfg: cfg, q: q, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x10c4)), out: json.NewEncoder(os.Stdout)}
 	defer h.closeDB()
@@ -85,9 +104,14 @@ func run() error {
 	return nil
 }
 
+// locker is a lease.Client or a lease.Quorum.
+type locker interface {
+	Using(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *lease.Lease) error) error
+}
+
 type holder struct {
 	cfg  lockwire.Config
-	q    *lease.Quorum
+	q    locker
 	rng  *rand.Rand
 	out  *json.Encoder
 	db   *pgwire.Conn
@@ -107,7 +131,19 @@ func (h *holder) report(r lockwire.Report) {
 // once takes the lease, does the work under it and reports.
 func (h *holder) once(stopping context.Context) {
 	r := lockwire.Report{Invoke: now()}
-	err := h.q.Using(stopping, h.cfg.Name, h.cfg.TTL, func(ctx context.Context, l *lease.Lease) error {
+	ctx := stopping
+	if h.cfg.Deadline > 0 && h.rng.Float64() < h.cfg.Deadline {
+		// A caller with a deadline: Using must return by it when it
+		// takes no lease (and the work's context ends at it when it does).
+		st := h.cfg.ServerTimeout
+		d := st/4 + time.Duration(h.rng.Int64N(int64(st-st/4)+1))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(stopping, d)
+		defer cancel()
+		dl, _ := ctx.Deadline()
+		r.Deadline = dl.UnixNano()
+	}
+	err := h.q.Using(ctx, h.cfg.Name, h.cfg.TTL, func(ctx context.Context, l *lease.Lease) error {
 		r.Acquired, r.Fence, r.Until = now(), l.Fence(), l.Until().UnixNano()
 		h.report(lockwire.Report{Holding: true, Fence: r.Fence, Acquired: r.Acquired})
 		// When the work's context is cancelled, on the holder's clock.
@@ -129,8 +165,11 @@ func (h *holder) once(stopping context.Context) {
 	})
 	if err != nil {
 		r.Err, r.ErrKind = err.Error(), kind(err)
-		if stopping.Err() != nil && errors.Is(err, context.Canceled) {
+		switch {
+		case stopping.Err() != nil && errors.Is(err, context.Canceled):
 			r.ErrKind = "stopped" // the suite stopped us mid-attempt
+		case r.ErrKind == "other" && r.Deadline != 0 && errors.Is(err, context.DeadlineExceeded):
+			r.ErrKind = "deadline" // our own deadline passed
 		}
 	}
 	if r.End == 0 {
@@ -148,6 +187,15 @@ func (h *holder) work(ctx context.Context, l *lease.Lease, r *lockwire.Report) {
 	r.Claim, r.Detail = claim, detail
 	if claim != lockwire.OK {
 		return
+	}
+	if h.cfg.Shorten > 0 && h.rng.Float64() < h.cfg.Shorten {
+		// The holder shortens its own lease: the work's context must end
+		// at the new deadline, not at Using's next extension.
+		err := l.Extend(ctx, h.cfg.TTL/10)
+		r.Shortened, r.ShortUntil = true, l.Until().UnixNano()
+		if err != nil && r.Detail == "" {
+			r.Detail = "shorten: " + err.Error()
+		}
 	}
 	d := h.cfg.WorkMin + time.Duration(h.rng.Int64N(int64(h.cfg.WorkMax-h.cfg.WorkMin)+1))
 	t := time.NewTimer(d)

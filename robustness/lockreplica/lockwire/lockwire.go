@@ -30,6 +30,19 @@ type Config struct {
 	// work's context ended, as a holder already writing when its lease ran
 	// out would: the fence must stop it.
 	Stubborn float64
+	// Single makes the holder take its leases from one Redis, the first
+	// of Servers, with a lease.Client (RedisTimeout is ServerTimeout)
+	// rather than a quorum.
+	Single bool `json:",omitempty"`
+	// Shorten is the share of leases whose work first extends the lease to
+	// a tenth of its TTL (lease.Extend inside Using), so that the lease
+	// ends under the work unless an extension of Using's comes first: the
+	// work's context must end at the new deadline.
+	Shorten float64 `json:",omitempty"`
+	// Deadline is the share of attempts made under a context with a
+	// deadline, drawn between a quarter of ServerTimeout and
+	// ServerTimeout: Using must return by it when it takes no lease.
+	Deadline float64 `json:",omitempty"`
 	// Seed seeds the holder's random draws.
 	Seed int64
 }
@@ -58,7 +71,13 @@ type Report struct {
 	CtxEnd int64 `json:",omitempty"`
 	// Until is the lease's validity deadline when it was taken.
 	Until int64 `json:",omitempty"`
-	Fence int64 `json:",omitempty"`
+	// Deadline is the deadline of the context the attempt was made
+	// under, if it had one; Shortened says the work extended the lease
+	// to a shorter TTL, and ShortUntil is the validity deadline then.
+	Deadline   int64 `json:",omitempty"`
+	Shortened  bool  `json:",omitempty"`
+	ShortUntil int64 `json:",omitempty"`
+	Fence      int64 `json:",omitempty"`
 	// Claim is the outcome of raising the row's fence to ours and
 	// reading the set.
 	Claim string `json:",omitempty"`
@@ -70,7 +89,8 @@ type Report struct {
 	Write              string `json:",omitempty"`
 	Late               bool   `json:",omitempty"`
 	// Err is Using's error, and ErrKind its class: "busy", "no-quorum",
-	// "unavailable", "lost", or "other" (undocumented).
+	// "unavailable", "lost", "deadline" (the attempt's own deadline
+	// passed), or "other" (undocumented).
 	Err     string `json:",omitempty"`
 	ErrKind string `json:",omitempty"`
 	// Detail says what went wrong with the database, when something did.
