@@ -1,0 +1,91 @@
+// Package plant is the robustness suite's planted bugs: each a small edit
+// of the library's source that breaks one promise the way a real defect
+// would (a fence skipped, a lease too short, a credential left out of a
+// key). The harness (cmd/plant) applies one at a time to a copy of the
+// repository and runs the short profile against it, so the suite's own
+// mutation score is measured, not hoped for: a class of planted bug the
+// checker misses is a gap in its traffic or its model.
+//
+// The edits live only here and in a temporary copy: no user's build, and no
+// build of this repository, ever contains one.
+package plant
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Bug is one planted bug: in File (relative to the repository's root),
+// the text Old, which must occur exactly once, becomes New.
+type Bug struct {
+	Name string
+	// Class says what promise it breaks, in the words of the docs.
+	Class    string
+	File     string
+	Old, New string
+}
+
+// Bugs are the planted bugs, one per class.
+var Bugs = []Bug{
+	{
+		Name:  "invalidate-no-wait",
+		Class: "InvalidateTags returns before every replica's trust in an older mark has ended (no δ wait)",
+		File:  "cache/invalidate.go",
+		Old:   "t := time.NewTimer(c.opts.InvalidationWait)",
+		New:   "t := time.NewTimer(0)",
+	},
+	{
+		Name:  "lease-ttl-seconds",
+		Class: "the recompute lease's TTL sent in seconds where Redis reads milliseconds (a 1 ms lease): one compute per key",
+		File:  "cache/internal/redisstore/fill.go",
+		Old:   "ttl := max(s.cfg.LeaseTTL.Milliseconds(), 1)",
+		New:   "ttl := max(int64(s.cfg.LeaseTTL.Seconds()), 1)",
+	},
+	{
+		Name:  "http-credential-unkeyed",
+		Class: "the shared HTTP cache keys no credential: one user's response answers another",
+		File:  "middleware/admit.go",
+		Old:   "if o.CacheAuthorized {",
+		New:   "if o.CacheAuthorized && false {",
+	},
+	{
+		Name:  "http-forwarding-unkeyed",
+		Class: "the shared HTTP cache keys no forwarding header: a poisoned entry answers everyone",
+		File:  "middleware/key.go",
+		Old:   "for _, name := range forwardingHeaders {",
+		New:   "for _, name := range forwardingHeaders[:0] {",
+	},
+	{
+		Name:  "http-joiner-unselected",
+		Class: "a response that is not stored answers every request that joined its run, whatever it varies on",
+		File:  "middleware/cache.go",
+		Old:   "case errors.As(err, &ns) && ns.selects(&h.opts, kr):",
+		New:   "case errors.As(err, &ns) && ns.shared != nil:",
+	},
+}
+
+// Named returns the planted bug called name.
+func Named(name string) (Bug, bool) {
+	for _, b := range Bugs {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Bug{}, false
+}
+
+// Apply plants b in the repository at root: it rewrites b.File there. It
+// fails, changing nothing, unless b.Old occurs exactly once.
+func (b Bug) Apply(root string) error {
+	path := filepath.Join(root, filepath.FromSlash(b.File))
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("plant %s: %w", b.Name, err)
+	}
+	if n := strings.Count(string(src), b.Old); n != 1 {
+		return fmt.Errorf("plant %s: %q occurs %d times in %s, want once (the code moved: update the plant)", b.Name, b.Old, n, b.File)
+	}
+	return os.WriteFile(path, []byte(strings.Replace(string(src), b.Old, b.New, 1)), 0o644)
+}
