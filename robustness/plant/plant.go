@@ -25,6 +25,9 @@ type Bug struct {
 	Class    string
 	File     string
 	Old, New string
+	// Test is the robustness test that should catch it: TestRobustness (the
+	// cache and the middleware; the default) or TestLockSet (the leases).
+	Test string
 }
 
 // Bugs are the planted bugs, one per class.
@@ -63,6 +66,28 @@ var Bugs = []Bug{
 		File:  "middleware/cache.go",
 		Old:   "case errors.As(err, &ns) && ns.selects(&h.opts, kr):",
 		New:   "case errors.As(err, &ns) && ns.shared != nil:",
+	},
+	{
+		Name:  "delete-keeps-lease",
+		Class: "Delete leaves the recompute lease, so a compute in flight stores its outdated value after the Delete returned",
+		File:  "cache/internal/scripts/delete.lua",
+		Old:   "redis.call('DEL', KEYS[2])",
+		New:   "-- planted: the lease stays",
+	},
+	{
+		Name:  "get-raw-error",
+		Class: "Get returns go-redis' raw error, not a documented one",
+		File:  "cache/direct.go",
+		Old:   "e, found, err := c.store.read(ctx, hitKeys(key), readShared)\n\tif err != nil {\n\t\treturn v, false, fmt.Errorf(\"cache: get %q: %w\", key, storeFailed(ctx, err))",
+		New:   "e, found, err := c.store.read(ctx, hitKeys(key), readShared)\n\tif err != nil {\n\t\treturn v, false, err",
+	},
+	{
+		Name:  "quorum-majority-off-by-one",
+		Class: "the quorum lease granted by half the servers, not a majority: two holders at once",
+		File:  "lease/quorum.go",
+		Old:   "func (q *Quorum) Majority() int { return len(q.servers)/2 + 1 }",
+		New:   "func (q *Quorum) Majority() int { return len(q.servers) / 2 }",
+		Test:  "TestLockSet",
 	},
 }
 

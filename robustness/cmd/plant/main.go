@@ -3,7 +3,7 @@
 // runs the short profile against it, and prints which property caught it
 // in how many runs, with the seeds.
 //
-//	go run -C robustness ./cmd/plant                  # every plant, 2 runs each (~12 min on 2 cores)
+//	go run -C robustness ./cmd/plant                  # every plant, 2 runs each (~15 min on 2 cores)
 //	go run -C robustness ./cmd/plant -runs 1 -bugs http-credential-unkeyed
 //
 // The copy lives in a temporary directory and is removed afterwards; the
@@ -71,7 +71,11 @@ func measure(root string, b plant.Bug, runs int) (caught int, by, seeds []string
 		return 0, nil, nil, err
 	}
 	for range runs {
-		cmd := exec.Command("go", "test", "-count=1", "-run", "TestRobustness$", "-timeout", "10m", ".")
+		test := b.Test
+		if test == "" {
+			test = "TestRobustness"
+		}
+		cmd := exec.Command("go", "test", "-count=1", "-run", test+"$", "-timeout", "10m", ".")
 		cmd.Dir = filepath.Join(dir, "robustness")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -97,8 +101,8 @@ func measure(root string, b plant.Bug, runs int) (caught int, by, seeds []string
 }
 
 var (
-	violationLine = regexp.MustCompile(`robustness_test\.go:\d+: ([a-z][a-z -]*[a-z]): `)
-	seedLine      = regexp.MustCompile(`--- FAIL: TestRobustness/(\S+)|seed (\d+): .*; [1-9]\d* violations`)
+	violationLine = regexp.MustCompile(`_test\.go:\d+: ([a-z][a-z -]*[a-z]): `)
+	seedLine      = regexp.MustCompile(`--- FAIL: Test(?:Robustness|LockSet)/(\S+)|seed (\d+): .*; [1-9]\d* violations`)
 )
 
 // violations reads the properties broken and the seeds of failed scenarios
