@@ -49,8 +49,14 @@ type Cache[V any] struct {
 	// computed at (see keep).
 	keptFloor atomic.Uint64
 	brk       redisstep.Breaker
-	sem       *semaphore.Weighted
-	stats     counters
+	// openCause is the failure that last opened the breaker, named by
+	// the errors of the calls it keeps from Redis (see unavailable).
+	openCause atomic.Pointer[string]
+	// failingLogged: the current run of Redis failures has been logged
+	// (its first failure, or the breaker's opening); cleared by a success.
+	failingLogged atomic.Bool
+	sem           *semaphore.Weighted
+	stats         counters
 
 	refreshing sync.Map // key -> struct{}: background work in flight
 	bgCtx      context.Context

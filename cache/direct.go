@@ -66,7 +66,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 		version = c.l1.version()
 	}
 	if !c.store.available() {
-		return v, false, fmt.Errorf("cache: get %q: %w", key, ErrUnavailable)
+		return v, false, fmt.Errorf("cache: get %q: %w", key, c.unavailable())
 	}
 	e, found, err := c.store.read(ctx, hitKeys(key), readShared)
 	if err != nil {
@@ -119,7 +119,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) 
 		return fmt.Errorf("cache: set %q: %w", key, err)
 	}
 	if !c.store.available() {
-		return fmt.Errorf("cache: set %q: %w", key, ErrUnavailable)
+		return fmt.Errorf("cache: set %q: %w", key, c.unavailable())
 	}
 	gen, err := c.store.readGen(ctx)
 	if err != nil {
@@ -233,7 +233,7 @@ func (c *Cache[V]) retire(ctx context.Context, verb, key string, write func(keys
 		return err
 	}
 	if !c.store.available() {
-		return fmt.Errorf("cache: %s %q: %w", verb, key, ErrUnavailable)
+		return fmt.Errorf("cache: %s %q: %w", verb, key, c.unavailable())
 	}
 	err := write(c.keysFor(key))
 	c.forgetLocal(key)

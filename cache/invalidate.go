@@ -100,7 +100,7 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	}
 	if !c.store.available() {
 		c.applyLocally()
-		return fmt.Errorf("cache: invalidate: %w", ErrUnavailable)
+		return fmt.Errorf("cache: invalidate: %w", c.unavailable())
 	}
 	gen, err := c.store.invalidate(ctx, tags, soft)
 	if err != nil {

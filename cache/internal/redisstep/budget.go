@@ -256,11 +256,19 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 	// cut under load, it makes the budget back off, and cut with Redis
 	// silent, it sends the next steps to a goroutine, which can learn
 	// from a late reply, until a reply comes within the budget.
+	// A failed dial of the client ends the step's wait at once, with the
+	// dial's error, unless a reply came since the step began (dial.go).
+	e := b.h.epoch.Load()
 	if b.inline && ctx.Done() == nil && d == b.d && !b.h.cut.Load() {
 		start := time.Now()
-		sctx, cancel := context.WithTimeout(ctx, d)
+		sctx, cancel := context.WithTimeout(epochValues{e.ctx, ctx}, d)
 		defer cancel()
 		v, err := attempt(sctx, b, step)
+		if err != nil && !isReply(err) {
+			if cause := b.h.dialCause(e, start); cause != nil {
+				return v, cause
+			}
+		}
 		if err != nil && sctx.Err() != nil && !isReply(err) {
 			if b.h.answering(d) {
 				b.h.sample(time.Since(start)) // cut under load: back off
@@ -286,13 +294,21 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 		done <- stepResult[T]{v, err}
 	})
 	armed := time.Now()
+	begun := armed
 	t := time.NewTimer(d)
 	defer t.Stop()
 	heardOnly := false // a budget was waited on for a heartbeat's answer alone
+	dialEnded := e.ctx.Done()
 	for {
 		select {
 		case r := <-done:
 			return r.v, b.explain(ctx, sctx, r.err, d)
+		case <-dialEnded:
+			if cause := b.h.dialCause(e, begun); cause != nil {
+				var zero T
+				return zero, cause
+			}
+			dialEnded = nil // Redis answered meanwhile: another path's dial
 		case <-sctx.Done():
 			var zero T
 			return zero, b.explain(ctx, sctx, context.Cause(sctx), d)
