@@ -108,6 +108,12 @@ func (s *redisStore[V]) probe(ctx context.Context) {
 
 func (s *redisStore[V]) available() bool { return s.c.brk.Allow() }
 
+// availableWait implements [store]: the call that ends the cooldown waits
+// up to one budget for the probe's verdict.
+func (s *redisStore[V]) availableWait(ctx context.Context) bool {
+	return s.c.brk.AllowWait(ctx, s.p.Budget().Step())
+}
+
 func (s *redisStore[V]) close() error { return s.p.Close() }
 
 // read implements [store]: the envelope read (see redisstore.Store.Read),
