@@ -244,6 +244,26 @@ type stepResult[T any] struct {
 // is marked errRedisLoad). When ctx ends first, ctx's cause. The step must
 // not touch the caller's variables: it returns what it read.
 func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
+	return run(ctx, b, step, false)
+}
+
+// RunPatient is Run for a step whose late reply must not be lost: with a
+// client that honours deadlines (ContextTimeoutEnabled), Run's step is cut
+// at its caller's deadline on the socket, so a Redis that turned slower
+// than that deadline gives no reply at all, and nothing teaches the
+// budget (Expect) its new round trip; the next step, bounded alike, fails
+// alike. RunPatient's step is not bound by its caller's deadline: it runs
+// on, up to the budget's ceiling (WaitTimeout), while its caller stops
+// waiting at its deadline, so that its late reply teaches the budget, as
+// with a client that ignores deadlines. For the invalidation marks' reads,
+// whose bound (InvalidationWait, or what the budget expects) must follow
+// a Redis that turned slow within InvalidationWait (issue 39).
+func RunPatient[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
+	return run(ctx, b, step, b.inline)
+}
+
+// run is Run; patient: the step runs on past ctx's deadline (RunPatient).
+func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, error), patient bool) (T, error) {
 	if b.d <= 0 {
 		return attempt(ctx, b, step)
 	}
@@ -282,6 +302,11 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 	// has the reply or stopped waiting, never by the step's goroutine:
 	// that would race the reply it just sent.
 	sctx, cancel := context.WithTimeout(ctx, b.h.ceil)
+	var callerDone <-chan struct{} // ctx's end, when sctx does not follow it
+	if patient {
+		sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), b.h.ceil)
+		callerDone = ctx.Done()
+	}
 	linger := false
 	defer func() {
 		if !linger {
@@ -309,6 +334,13 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 				return zero, cause
 			}
 			dialEnded = nil // Redis answered meanwhile: another path's dial
+		case <-callerDone:
+			// The caller stops waiting; the step runs on until its reply
+			// or the ceiling, and its reply still teaches the budget.
+			linger = true
+			time.AfterFunc(b.h.ceil, cancel)
+			var zero T
+			return zero, context.Cause(ctx)
 		case <-sctx.Done():
 			var zero T
 			return zero, b.explain(ctx, sctx, context.Cause(sctx), d)
