@@ -278,10 +278,15 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 	// from a late reply, until a reply comes within the budget.
 	// A failed dial of the client ends the step's wait at once, with the
 	// dial's error, unless a reply came since the step began (dial.go).
+	// An inline step is not ended by a failed dial (that would cost every
+	// hit a cancellable parent): it runs inline only once Redis has
+	// answered and no dial has failed since its last reply, so only the
+	// steps already in flight when Redis starts refusing connections wait
+	// out their budget.
 	e := b.h.epoch.Load()
-	if b.inline && ctx.Done() == nil && d == b.d && !b.h.cut.Load() {
+	if b.inline && ctx.Done() == nil && d == b.d && !b.h.cut.Load() && !b.h.dialSuspect() {
 		start := time.Now()
-		sctx, cancel := context.WithTimeout(epochValues{e.ctx, ctx}, d)
+		sctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		v, err := attempt(sctx, b, step)
 		if err != nil && !isReply(err) {

@@ -19,7 +19,10 @@ import (
 // once, and a step of that client that is waiting with no reply from Redis
 // since it began ends with the dial's own error ("dial tcp 127.0.0.1:1:
 // connect: connection refused"), an outage that costs its caller (almost)
-// no budget.
+// no budget. Steps run on goroutines (which a failed dial can end) until
+// Redis first answers and after a failed dial until its next reply; only a
+// step already running inline when Redis starts refusing connections waits
+// out its budget (see Run).
 
 // dialEpoch is cancelled, with the failed dial's error as its cause, at the
 // client's next failed dial; the link then starts a new one.
@@ -72,6 +75,7 @@ func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // dialFailed ends the current dial epoch with err as its cause: the steps
 // waiting on it with no reply since they began end with err.
 func (l *link) dialFailed(err error) {
+	l.lastDialFail.Store(int64(time.Since(l.base)))
 	e := l.epoch.Swap(newDialEpoch())
 	e.cancel(&dialFailure{err})
 }
@@ -91,20 +95,10 @@ func (h *redisHealth) repliedSince(t time.Time) bool {
 	return last != 0 && last >= int64(t.Sub(h.base))
 }
 
-// epochValues is a context whose end is a dial epoch's and whose values are
-// a caller's: the parent of an inline step's context, whose caller's own
-// context cannot end (see Run), so that a failed dial ends the step's wait
-// for a connection at once.
-type epochValues struct {
-	context.Context // the dial epoch's: Done, Err, no deadline
-	vals            context.Context
-}
-
-// Value returns the epoch's own (the cancellation machinery's) values
-// first, then the caller's.
-func (c epochValues) Value(key any) any {
-	if v := c.Context.Value(key); v != nil {
-		return v
-	}
-	return c.vals.Value(key)
+// dialSuspect reports whether no step's reply came yet, or a dial failed
+// since the last one: a step then runs on a goroutine, whose wait a failed
+// dial ends, not inline.
+func (h *redisHealth) dialSuspect() bool {
+	last := h.lastReply.Load()
+	return last == 0 || h.lastDialFail.Load() >= last
 }

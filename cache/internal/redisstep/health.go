@@ -58,9 +58,11 @@ type link struct {
 	// run on goroutines (which can outlive their budget and learn the
 	// round trip from a late reply) until a reply within the budget.
 	cut atomic.Bool
-	// epoch ends at the client's next failed dial (see dialWatch).
-	epoch atomic.Pointer[dialEpoch]
-	refs  int // caches using it, under links' lock
+	// epoch ends at the client's next failed dial (see dialWatch);
+	// lastDialFail is when the last one failed (as lastReply).
+	epoch        atomic.Pointer[dialEpoch]
+	lastDialFail atomic.Int64
+	refs         int // caches using it, under links' lock
 }
 
 // links are the clients' links, while a cache uses them.
