@@ -90,8 +90,15 @@ const (
 // from Redis, L1, the process-local store or its own compute.
 //
 // New does not dial Redis and does not block: a wrong address or a Redis
-// that is down shows as calls answering Degraded. Call [Cache.Ping] at
-// start-up, or behind a readiness probe, to find out.
+// that is down shows as calls answering Degraded, and the first failure is
+// logged with its cause. Call [Cache.Ping] at start-up, or behind a
+// readiness probe, to find out before.
+//
+// With a RedisTimeout (the default), the first cache on a client adds a
+// hook to it ([redis.Hook]; once while caches use that client) that
+// watches its dials and nothing else: a refused connection then ends the
+// Redis steps waiting for it at once, with the dial's own error, instead
+// of leaving them to go-redis' re-dials and their budget.
 func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
