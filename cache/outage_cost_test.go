@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/redisserver"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -150,5 +151,52 @@ func TestBlackHoledRedisCostsOneBudgetPerCall(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A Redis that answered and then stops (refusing connections from then
+// on; its pooled connections closed): with go-redis' defaults no call pays
+// for it, every step being on a goroutine that the failed dial ends; with
+// ContextTimeoutEnabled the one call whose hit-path read was already
+// running inline when Redis stopped may wait out its budget (see
+// redisstep's dial watch), and no other.
+func TestStoppedRedisCostsAtMostTheCallInFlight(t *testing.T) {
+	const budget = time.Second
+	for _, cfg := range clientConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			srv, err := redisserver.Start(redisserver.Options{})
+			if err != nil {
+				redistest.Server(t) // skips, or fails under CI
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.Close() })
+			c := budgeted(t, cfg.opts(srv.Addr()), cache.Options{RedisTimeout: budget, BreakerThreshold: 1000})
+			origin := func(context.Context) (string, error) { return "v", nil }
+			for i := range 3 {
+				if r, err := c.Fetch(context.Background(), fmt.Sprint("warm", i), origin); err != nil || r.Outcome != cache.Miss {
+					t.Fatalf("warm call %d: %+v %v", i, r, err)
+				}
+			}
+			if err := srv.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			slow := 0
+			for i := range 8 {
+				start := time.Now()
+				r, err := c.Fetch(context.Background(), fmt.Sprint("k", i), origin)
+				if took := time.Since(start); took > budget/4 {
+					slow++
+					if took > budget*3/2 {
+						t.Errorf("call %d took %s, more than its budget (%s)", i, took, budget)
+					}
+				}
+				if err != nil || r.Outcome != cache.Degraded {
+					t.Fatalf("call %d: %+v %v, want degraded", i, r, err)
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[cfg.name == "ContextTimeoutEnabled"]; slow > want {
+				t.Errorf("%d calls paid for a Redis that refuses connections, want at most %d", slow, want)
+			}
+		})
 	}
 }
