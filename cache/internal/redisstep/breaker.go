@@ -9,8 +9,10 @@ import (
 // Breaker is a consecutive-failure circuit breaker: Threshold failures in a
 // row open it for Cooldown; then one background probe (never a caller's
 // request, so no caller can leave it half-open) tries Redis, and its success
-// closes it while its failure opens it for another cooldown. Safe for
-// concurrent use; the zero value is closed.
+// closes it while its failure opens it for another cooldown. The call that
+// starts the probe may wait for its verdict (AllowWait), so that the first
+// call after an outage healed uses Redis. Safe for concurrent use; the zero
+// value is closed.
 type Breaker struct {
 	// Threshold is how many failures in a row open the breaker.
 	Threshold int32
