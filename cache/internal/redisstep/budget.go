@@ -294,7 +294,7 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 				return v, cause
 			}
 		}
-		if err != nil && sctx.Err() != nil && !isReply(err) {
+		if err != nil && ended(sctx) && !isReply(err) {
 			if b.h.answering(d) {
 				b.h.sample(time.Since(start)) // cut under load: back off
 			} else {
@@ -411,10 +411,10 @@ func Wait[T any](ctx context.Context, b Budget, step func(context.Context) (T, e
 // is) and from Redis' own replies; a go-redis timeout while Redis answers
 // is marked as load too.
 func (b Budget) explain(ctx, sctx context.Context, err error, d time.Duration) error {
-	if err == nil || ctx.Err() != nil || isReply(err) { // Redis answered, even if late
+	if err == nil || ended(ctx) || isReply(err) { // Redis answered, even if late; or the caller's deadline
 		return err
 	}
-	if sctx.Err() == nil {
+	if !ended(sctx) {
 		return b.h.loadFailure(err)
 	}
 	err = fmt.Errorf("%w (%s): %w", b.h.errTimeout, d, err)
@@ -469,4 +469,16 @@ func (b Budget) Step() time.Duration {
 		return 0
 	}
 	return b.h.rto()
+}
+
+// ended reports whether ctx is done or its deadline has passed: a socket
+// read that go-redis bounded by that deadline (ContextTimeoutEnabled) can
+// return its i/o timeout a moment before the context's own timer fires,
+// and the step was cut at its budget all the same.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
