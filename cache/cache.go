@@ -49,8 +49,14 @@ type Cache[V any] struct {
 	// computed at (see keep).
 	keptFloor atomic.Uint64
 	brk       redisstep.Breaker
-	sem       *semaphore.Weighted
-	stats     counters
+	// openCause is the failure that last opened the breaker, named by
+	// the errors of the calls it keeps from Redis (see unavailable).
+	openCause atomic.Pointer[string]
+	// failingLogged: the current run of Redis failures has been logged
+	// (its first failure, or the breaker's opening); cleared by a success.
+	failingLogged atomic.Bool
+	sem           *semaphore.Weighted
+	stats         counters
 
 	refreshing sync.Map // key -> struct{}: background work in flight
 	bgCtx      context.Context
@@ -86,8 +92,15 @@ const (
 // from Redis, L1, the process-local store or its own compute.
 //
 // New does not dial Redis and does not block: a wrong address or a Redis
-// that is down shows as calls answering Degraded. Call [Cache.Ping] at
-// start-up, or behind a readiness probe, to find out.
+// that is down shows as calls answering Degraded, and the first failure is
+// logged with its cause. Call [Cache.Ping] at start-up, or behind a
+// readiness probe, to find out before.
+//
+// With a RedisTimeout (the default), the first cache on a client adds a
+// hook to it ([redis.Hook]; once while caches use that client) that
+// watches its dials and nothing else: a refused connection then ends the
+// Redis steps waiting for it at once, with the dial's own error, instead
+// of leaving them to go-redis' re-dials and their budget.
 func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {

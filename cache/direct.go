@@ -65,8 +65,8 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (v V, found bool, err er
 		}
 		version = c.l1.version()
 	}
-	if !c.store.available() {
-		return v, false, fmt.Errorf("cache: get %q: %w", key, ErrUnavailable)
+	if !c.store.availableWait(ctx) {
+		return v, false, fmt.Errorf("cache: get %q: %w", key, c.unavailable())
 	}
 	e, found, err := c.store.read(ctx, hitKeys(key), readShared)
 	if err != nil {
@@ -118,8 +118,8 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) 
 	if err := so.validate(); err != nil {
 		return fmt.Errorf("cache: set %q: %w", key, err)
 	}
-	if !c.store.available() {
-		return fmt.Errorf("cache: set %q: %w", key, ErrUnavailable)
+	if !c.store.availableWait(ctx) {
+		return fmt.Errorf("cache: set %q: %w", key, c.unavailable())
 	}
 	gen, err := c.store.readGen(ctx)
 	if err != nil {
@@ -232,8 +232,8 @@ func (c *Cache[V]) retire(ctx context.Context, verb, key string, write func(keys
 	if err := c.check(key); err != nil {
 		return err
 	}
-	if !c.store.available() {
-		return fmt.Errorf("cache: %s %q: %w", verb, key, ErrUnavailable)
+	if !c.store.availableWait(ctx) {
+		return fmt.Errorf("cache: %s %q: %w", verb, key, c.unavailable())
 	}
 	err := write(c.keysFor(key))
 	c.forgetLocal(key)

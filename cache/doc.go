@@ -31,9 +31,10 @@
 // answering again. When the origin fails, a value inside its StaleIfError
 // window answers and is re-armed for FailSafeThrottle across the fleet.
 //
-// [New] does not dial Redis, so a wrong address shows only as calls
-// answering Degraded: call [Cache.Ping] at start-up and from a readiness
-// probe. A value reads back the same from every path (a compute, L1, Redis,
+// [New] does not dial Redis, so a wrong address shows only once calls
+// are made: they answer Degraded, and the first one's failure is logged
+// with its cause ("connect: connection refused"). Call [Cache.Ping] at
+// start-up and from a readiness probe to find it before. A value reads back the same from every path (a compute, L1, Redis,
 // process-local mode): New refuses a value type with a field the default
 // codec would drop, such as an unexported one (see
 // [Options.AllowDroppedFields]). A value handed out is shared with L1 and

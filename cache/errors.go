@@ -132,3 +132,15 @@ func (e *unavailableError) Unwrap() error {
 	}
 	return nil
 }
+
+// unavailable is the error of a call the open breaker keeps from Redis: it
+// matches [ErrUnavailable] and names the failure that opened the breaker
+// ("dial tcp 127.0.0.1:1: connect: connection refused", a step past
+// RedisTimeout), so that a wrong address reads as one wherever the error
+// is seen.
+func (c *Cache[V]) unavailable() error {
+	if cause := c.openCause.Load(); cause != nil {
+		return fmt.Errorf("%w (breaker open after: %s)", ErrUnavailable, *cause)
+	}
+	return ErrUnavailable
+}

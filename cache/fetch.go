@@ -86,7 +86,7 @@ func (c *Cache[V]) fetch(ctx context.Context, key string, fn, fallback func(cont
 		}
 		version = c.l1.version()
 	}
-	if !c.store.available() {
+	if !c.store.availableWait(ctx) {
 		return c.fetchDegraded(ctx, key, version, fn)
 	}
 	// The hit path: one read and a decode, no coalescing, no claim. The

@@ -98,9 +98,9 @@ func (c *Cache[V]) invalidate(ctx context.Context, tags []string, soft bool) err
 	if c.kept != nil {
 		c.kept.Clear()
 	}
-	if !c.store.available() {
+	if !c.store.availableWait(ctx) {
 		c.applyLocally()
-		return fmt.Errorf("cache: invalidate: %w", ErrUnavailable)
+		return fmt.Errorf("cache: invalidate: %w", c.unavailable())
 	}
 	gen, err := c.store.invalidate(ctx, tags, soft)
 	if err != nil {

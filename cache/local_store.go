@@ -152,6 +152,8 @@ func (s *localStore[V]) invalidate(context.Context, []string, bool) (uint64, err
 
 func (s *localStore[V]) available() bool { return true }
 
+func (s *localStore[V]) availableWait(context.Context) bool { return true }
+
 func (s *localStore[V]) close() error { return nil }
 
 // sweep drops the entries past their last window.

@@ -117,7 +117,11 @@ type Options struct {
 	// budget with no reply from Redis meanwhile (Redis silent: down) fails
 	// with [ErrRedisTimeout], counts towards the breaker at once, and the
 	// call goes on without Redis (Outcome Degraded, or an error from Get,
-	// Set and Delete). A step past it while other replies keep coming
+	// Set and Delete). A failed dial (a refused connection, an unknown
+	// host; not a dial timeout) ends a waiting step at once with the
+	// dial's error, although go-redis would dial again and retry: it costs
+	// the call (almost) nothing and counts towards the breaker. The budget
+	// before Redis' first reply is RedisTimeout too. A step past it while other replies keep coming
 	// (Redis slow: load) is waited for, and the budget follows the observed
 	// round trip: clamp(srtt + max(4·rttvar, srtt), RedisTimeout,
 	// WaitTimeout), so a slow Redis never opens the breaker nor sends
@@ -144,7 +148,9 @@ type Options struct {
 	// touching Redis until BreakerCooldown passes. Default: 5.
 	BreakerThreshold int
 	// BreakerCooldown is how long the breaker stays open before one call
-	// probes Redis again. Default: 1s.
+	// probes Redis again: the call that finds it over starts a background
+	// PING and waits for it up to one Redis budget (and its own deadline),
+	// going to Redis if the PING closed the breaker. Default: 1s.
 	BreakerCooldown time.Duration
 	// L1Size is how many entries the in-process tier in front of Redis
 	// holds: a hit there costs a map read, no round trip. Set, Delete and

@@ -108,6 +108,12 @@ func (s *redisStore[V]) probe(ctx context.Context) {
 
 func (s *redisStore[V]) available() bool { return s.c.brk.Allow() }
 
+// availableWait implements [store]: the call that ends the cooldown waits
+// up to one budget for the probe's verdict.
+func (s *redisStore[V]) availableWait(ctx context.Context) bool {
+	return s.c.brk.AllowWait(ctx, s.p.Budget().Step())
+}
+
 func (s *redisStore[V]) close() error { return s.p.Close() }
 
 // read implements [store]: the envelope read (see redisstore.Store.Read),
@@ -247,7 +253,17 @@ func (s *redisStore[V]) redisFailed(ctx context.Context, err error) {
 	} else {
 		opened = s.c.brk.Failure()
 	}
+	if !opened && s.c.failingLogged.CompareAndSwap(false, true) {
+		// The first failure of a run names its cause at once (a refused
+		// dial reads "connect: connection refused"), before the breaker
+		// opens; once, until Redis answers again.
+		s.c.logRare(ctx, slog.LevelWarn, "stampede: Redis failing; calls go on without it (the breaker opens after BreakerThreshold failures in a row)", "", err,
+			slog.String("addr", s.p.Addrs()), slog.Int("breaker_threshold", s.c.opts.BreakerThreshold))
+	}
 	if opened {
+		s.c.failingLogged.Store(true)
+		cause := err.Error()
+		s.c.openCause.Store(&cause)
 		s.c.logRare(ctx, slog.LevelError, "stampede: Redis unreachable, computing locally (breaker open)", "", err, slog.String("addr", s.p.Addrs()))
 		s.c.observe(ctx, Event{Kind: EventBreakerOpen, Err: err})
 	}
@@ -268,6 +284,9 @@ func (s *redisStore[V]) noteRedisError(ctx context.Context, err error) bool {
 
 // redisOK records a Redis success.
 func (s *redisStore[V]) redisOK(ctx context.Context) {
+	if s.c.failingLogged.Load() {
+		s.c.failingLogged.Store(false)
+	}
 	if s.c.brk.Success() {
 		if s.c.kept != nil { // what the outage computed must not answer in the next one
 			s.c.kept.Clear()

@@ -181,6 +181,10 @@ type store[V any] interface {
 	invalidate(ctx context.Context, tags []string, soft bool) (uint64, error)
 	// available reports whether the store may be used now (the breaker).
 	available() bool
+	// availableWait is available, except that the call that ends the
+	// breaker's cooldown waits for its probe, up to one Redis budget and
+	// ctx (see redisstep.Breaker.AllowWait).
+	availableWait(ctx context.Context) bool
 	// close stops the store's background work.
 	close() error
 }

@@ -61,6 +61,15 @@ func main() {
 	}
 	defer reports.Close()
 
+	// New does not dial: Ping finds a wrong address or a Redis that is down
+	// now, and names the cause. The program runs on without Redis: each
+	// computation is then local (Outcome Degraded) until Redis answers.
+	pingCtx, cancelPing := context.WithTimeout(context.Background(), 2*time.Second)
+	if err := reports.Ping(pingCtx); err != nil {
+		log.Printf("Redis at %s is unreachable; computing locally, nothing shared with other processes, until it answers: %v", *redisAddr, err)
+	}
+	cancelPing()
+
 	// When "42" is missing or expired, one caller in the whole fleet runs
 	// buildReport; the others wait for its result or are served the stale one.
 	r, err := reports.GetOrCompute(context.Background(), "42", func(ctx context.Context) (Report, error) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,4 +110,78 @@ func TestFirstProgramServes(t *testing.T) {
 	if res.StatusCode != http.StatusOK || res.Header.Get("X-Cache") != "HIT" {
 		t.Fatalf("second GET: %s, X-Cache %q, want 200 HIT", res.Status, res.Header.Get("X-Cache"))
 	}
+}
+
+// TestFirstProgramSaysRedisIsUnreachable runs the program with a wrong
+// Redis address (a port nothing listens on): before its report, it says
+// that Redis is unreachable and why, in go-redis' words for a refused
+// dial, and it still computes the report (locally) at once (issue 41: it
+// used to serve degraded answers without a word of its own).
+func TestFirstProgramSaysRedisIsUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := l.Addr().String()
+	l.Close()
+	l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := l.Addr().String()
+	l.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-redis", refused, "-listen", listen)
+	cmd.Env = append(os.Environ(), "FIRSTPROGRAM_RUN_MAIN=1")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "report 42 total 1234\n" {
+		t.Fatalf("first line %q (%v), want %q; stderr:\n%s", line, err, "report 42 total 1234\n", stderr.String())
+	}
+	// The compute takes 200 ms; a refused connection must add next to
+	// nothing (it used to add 0.5 s a call), with room for a loaded machine.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the report took %s with Redis refusing connections", took)
+	}
+	logs := stderr.String()
+	for _, want := range []string{"Redis at " + refused + " is unreachable", "connect: connection refused"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("stderr before the report does not say %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "RedisTimeout") {
+		t.Errorf("stderr blames the Redis budget for a refused connection:\n%s", logs)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the child's stderr copier and the
+// test to use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,6 +1,7 @@
 package redisstep
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -8,8 +9,10 @@ import (
 // Breaker is a consecutive-failure circuit breaker: Threshold failures in a
 // row open it for Cooldown; then one background probe (never a caller's
 // request, so no caller can leave it half-open) tries Redis, and its success
-// closes it while its failure opens it for another cooldown. Safe for
-// concurrent use; the zero value is closed.
+// closes it while its failure opens it for another cooldown. The call that
+// starts the probe may wait for its verdict (AllowWait), so that the first
+// call after an outage healed uses Redis. Safe for concurrent use; the zero
+// value is closed.
 type Breaker struct {
 	// Threshold is how many failures in a row open the breaker.
 	Threshold int32
@@ -24,6 +27,9 @@ type Breaker struct {
 	probing   atomic.Bool
 	// lastSilence is when the last silence counted (unix nanoseconds).
 	lastSilence atomic.Int64
+	// probeDone is closed when the probe in flight ends (Success or
+	// ProbeFailed); nil when none is.
+	probeDone atomic.Pointer[chan struct{}]
 }
 
 // Allow reports whether a call may use Redis now. Past the cooldown of an
@@ -35,9 +41,51 @@ func (b *Breaker) Allow() bool {
 		return true
 	}
 	if time.Now().UnixNano() >= until && b.probing.CompareAndSwap(false, true) {
-		b.Probe()
+		b.startProbe()
 	}
 	return false
+}
+
+// AllowWait is Allow, except that the call that finds the cooldown over
+// and starts the probe waits for its verdict, up to wait and ctx, and uses
+// Redis if the probe closed the breaker: the first call after an outage
+// healed is not answered without Redis. Calls that find a probe in flight
+// do not wait for it. While Redis stays down, that first call of each
+// cooldown pays at most wait (nothing more than a refused dial when Redis
+// refuses connections).
+func (b *Breaker) AllowWait(ctx context.Context, wait time.Duration) bool {
+	until := b.openUntil.Load()
+	if until == 0 {
+		return true
+	}
+	if time.Now().UnixNano() < until || !b.probing.CompareAndSwap(false, true) {
+		return false
+	}
+	done := b.startProbe()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return b.openUntil.Load() == 0
+}
+
+// startProbe starts the probe; the channel it returns is closed when the
+// probe ends.
+func (b *Breaker) startProbe() <-chan struct{} {
+	done := make(chan struct{})
+	b.probeDone.Store(&done)
+	b.Probe()
+	return done
+}
+
+// probeEnded closes the channel of the probe in flight, if any.
+func (b *Breaker) probeEnded() {
+	if p := b.probeDone.Swap(nil); p != nil {
+		close(*p)
+	}
 }
 
 // Success records a Redis success; closed reports whether it closed an open
@@ -47,6 +95,7 @@ func (b *Breaker) Success() (closed bool) {
 		b.failures.Store(0)
 		closed = b.openUntil.Swap(0) != 0
 		b.probing.Store(false)
+		b.probeEnded()
 	}
 	return closed
 }
@@ -83,6 +132,7 @@ func (b *Breaker) ProbeFailed() {
 		b.openUntil.CompareAndSwap(until, time.Now().Add(b.Cooldown).UnixNano())
 	}
 	b.probing.Store(false)
+	b.probeEnded()
 }
 
 // Open reports whether the breaker is open (Redis considered down).

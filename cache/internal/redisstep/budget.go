@@ -244,6 +244,26 @@ type stepResult[T any] struct {
 // is marked errRedisLoad). When ctx ends first, ctx's cause. The step must
 // not touch the caller's variables: it returns what it read.
 func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
+	return run(ctx, b, step, false)
+}
+
+// RunPatient is Run for a step whose late reply must not be lost: with a
+// client that honours deadlines (ContextTimeoutEnabled), Run's step is cut
+// at its caller's deadline on the socket, so a Redis that turned slower
+// than that deadline gives no reply at all, and nothing teaches the
+// budget (Expect) its new round trip; the next step, bounded alike, fails
+// alike. RunPatient's step is not bound by its caller's deadline: it runs
+// on, up to the budget's ceiling (WaitTimeout), while its caller stops
+// waiting at its deadline, so that its late reply teaches the budget, as
+// with a client that ignores deadlines. For the invalidation marks' reads,
+// whose bound (InvalidationWait, or what the budget expects) must follow
+// a Redis that turned slow within InvalidationWait (issue 39).
+func RunPatient[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
+	return run(ctx, b, step, b.inline)
+}
+
+// run is Run; patient: the step runs on past ctx's deadline (RunPatient).
+func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, error), patient bool) (T, error) {
 	if b.d <= 0 {
 		return attempt(ctx, b, step)
 	}
@@ -256,12 +276,25 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 	// cut under load, it makes the budget back off, and cut with Redis
 	// silent, it sends the next steps to a goroutine, which can learn
 	// from a late reply, until a reply comes within the budget.
-	if b.inline && ctx.Done() == nil && d == b.d && !b.h.cut.Load() {
+	// A failed dial of the client ends the step's wait at once, with the
+	// dial's error, unless a reply came since the step began (dial.go).
+	// An inline step is not ended by a failed dial (that would cost every
+	// hit a cancellable parent): it runs inline only once Redis has
+	// answered and no dial has failed since its last reply, so only the
+	// steps already in flight when Redis starts refusing connections wait
+	// out their budget.
+	e := b.h.epoch.Load()
+	if b.inline && ctx.Done() == nil && d == b.d && !b.h.cut.Load() && !b.h.dialSuspect() {
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		v, err := attempt(sctx, b, step)
-		if err != nil && sctx.Err() != nil && !isReply(err) {
+		if err != nil && !isReply(err) {
+			if cause := b.h.dialCause(e, start); cause != nil {
+				return v, cause
+			}
+		}
+		if err != nil && ended(sctx) && !isReply(err) {
 			if b.h.answering(d) {
 				b.h.sample(time.Since(start)) // cut under load: back off
 			} else {
@@ -274,6 +307,11 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 	// has the reply or stopped waiting, never by the step's goroutine:
 	// that would race the reply it just sent.
 	sctx, cancel := context.WithTimeout(ctx, b.h.ceil)
+	var callerDone <-chan struct{} // ctx's end, when sctx does not follow it
+	if patient {
+		sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), b.h.ceil)
+		callerDone = ctx.Done()
+	}
 	linger := false
 	defer func() {
 		if !linger {
@@ -286,13 +324,28 @@ func Run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 		done <- stepResult[T]{v, err}
 	})
 	armed := time.Now()
+	begun := armed
 	t := time.NewTimer(d)
 	defer t.Stop()
 	heardOnly := false // a budget was waited on for a heartbeat's answer alone
+	dialEnded := e.ctx.Done()
 	for {
 		select {
 		case r := <-done:
 			return r.v, b.explain(ctx, sctx, r.err, d)
+		case <-dialEnded:
+			if cause := b.h.dialCause(e, begun); cause != nil {
+				var zero T
+				return zero, cause
+			}
+			dialEnded = nil // Redis answered meanwhile: another path's dial
+		case <-callerDone:
+			// The caller stops waiting; the step runs on until its reply
+			// or the ceiling, and its reply still teaches the budget.
+			linger = true
+			time.AfterFunc(b.h.ceil, cancel)
+			var zero T
+			return zero, context.Cause(ctx)
 		case <-sctx.Done():
 			var zero T
 			return zero, b.explain(ctx, sctx, context.Cause(sctx), d)
@@ -358,10 +411,10 @@ func Wait[T any](ctx context.Context, b Budget, step func(context.Context) (T, e
 // is) and from Redis' own replies; a go-redis timeout while Redis answers
 // is marked as load too.
 func (b Budget) explain(ctx, sctx context.Context, err error, d time.Duration) error {
-	if err == nil || ctx.Err() != nil || isReply(err) { // Redis answered, even if late
+	if err == nil || ended(ctx) || isReply(err) { // Redis answered, even if late; or the caller's deadline
 		return err
 	}
-	if sctx.Err() == nil {
+	if !ended(sctx) {
 		return b.h.loadFailure(err)
 	}
 	err = fmt.Errorf("%w (%s): %w", b.h.errTimeout, d, err)
@@ -416,4 +469,16 @@ func (b Budget) Step() time.Duration {
 		return 0
 	}
 	return b.h.rto()
+}
+
+// ended reports whether ctx is done or its deadline has passed: a socket
+// read that go-redis bounded by that deadline (ContextTimeoutEnabled) can
+// return its i/o timeout a moment before the context's own timer fires,
+// and the step was cut at its budget all the same.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

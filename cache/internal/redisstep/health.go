@@ -57,8 +57,12 @@ type link struct {
 	// cut: an inline step was cut at its budget with Redis silent; steps
 	// run on goroutines (which can outlive their budget and learn the
 	// round trip from a late reply) until a reply within the budget.
-	cut  atomic.Bool
-	refs int // caches using it, under links' lock
+	cut atomic.Bool
+	// epoch ends at the client's next failed dial (see dialWatch);
+	// lastDialFail is when the last one failed (as lastReply).
+	epoch        atomic.Pointer[dialEpoch]
+	lastDialFail atomic.Int64
+	refs         int // caches using it, under links' lock
 }
 
 // links are the clients' links, while a cache uses them.
@@ -75,7 +79,12 @@ func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient, errTim
 	l := links.m[rdb]
 	if l == nil {
 		l = &link{base: time.Now()}
+		l.epoch.Store(newDialEpoch())
 		links.m[rdb] = l
+		// Once per link: a client whose caches all closed and that gets a
+		// new one carries the old link's hook too, which tells a link no
+		// step waits on.
+		rdb.AddHook(dialWatch{l})
 	}
 	l.refs++
 	return &redisHealth{floor: floor, ceil: max(ceil, floor), errTimeout: errTimeout, link: l}
@@ -145,11 +154,15 @@ func (h *redisHealth) sample(rtt time.Duration) {
 func (h *redisHealth) rto() time.Duration {
 	s := h.srtt.Load()
 	if s == 0 {
-		// No reply yet: as TCP's first RTO is conservative (RFC 6298,
-		// 2.1), twice the floor, so that a fleet starting at once (every
-		// connection dialled together) is not judged down before its
-		// first reply.
-		return min(2*h.floor, h.ceil)
+		// No reply yet: the floor. A budget twice as long (as TCP's
+		// first RTO is conservative, RFC 6298, 2.1) made every call of
+		// an outage that began before the first reply (a wrong address,
+		// Redis down at start-up) cost two budgets; a fleet's cold start
+		// whose first replies come later than RedisTimeout degrades its
+		// first callers once instead (their silences count once towards
+		// the breaker, see Breaker.Silence), and their late replies teach
+		// the budget the round trip.
+		return h.floor
 	}
 	return min(max(h.expect(), h.floor), h.ceil)
 }

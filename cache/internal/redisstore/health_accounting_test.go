@@ -36,10 +36,9 @@ func deadStore(t *testing.T) (*Store, *reports, string, *[]string) {
 // With Redis unreachable (a refused dial), a waiter's read is noted and
 // does not count towards the breaker; every other step counts, none
 // reports a success, and the errors keep their text and their cause (%w).
-// A batch read counts once; a claim or fill pipeline counts once per key:
-// a refused dial is not a broken connection (redisstep.BrokenConn), so the
-// pipeline's error is taken per command, and each command's counts (as it
-// did before the move into this package).
+// A batch read, a claim pipeline and a fill pipeline count once: a refused
+// dial ends the step at once with the dial's error (redisstep's dial
+// watch), before go-redis would hand each command its own copy of it.
 func TestRedisDownFailureAccountingAndAWaitersReadIsOnlyNoted(t *testing.T) {
 	ctx := context.Background()
 	var opErr *net.OpError
@@ -78,7 +77,7 @@ func TestRedisDownFailureAccountingAndAWaitersReadIsOnlyNoted(t *testing.T) {
 			_, err := s.ReadGen(ctx)
 			return err
 		}, "cache: read {", 0},
-		{"claim two keys", 2, 0, func(t *testing.T, s *Store, ns string) error {
+		{"claim two keys", 1, 0, func(t *testing.T, s *Store, ns string) error {
 			var errs []error
 			s.ClaimMany(ctx, rediskey.ForMany(ns, []string{"a", "b"}), func(_ int, c Claimed) {
 				if c.Won {
@@ -91,7 +90,7 @@ func TestRedisDownFailureAccountingAndAWaitersReadIsOnlyNoted(t *testing.T) {
 			}
 			return errs[0]
 		}, "cache: claim {", 0},
-		{"fill two entries", 2, 0, func(t *testing.T, s *Store, ns string) error {
+		{"fill two entries", 1, 0, func(t *testing.T, s *Store, ns string) error {
 			var fs []Filled
 			s.FillMany(ctx, []Fill{
 				{K: rediskey.For(ns, "a"), Token: "t", Envelope: []byte("a"), KeepMillis: 1000},

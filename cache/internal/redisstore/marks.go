@@ -103,7 +103,9 @@ func (s *Store) restored(ctx context.Context, gen uint64) (uint64, error) {
 // raises), in one round trip: a pipeline of HMGETs (the marks live in
 // their tags' own slots; go-redis sends each node its part at once).
 func (s *Store) ReadMarks(ctx context.Context, tags []string) ([]marks.Mark, error) {
-	cmds, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) ([]*redis.SliceCmd, error) {
+	// Patient: a read its caller stopped waiting for still teaches the
+	// budget the round trip, which the next read's bound follows.
+	cmds, err := redisstep.RunPatient(ctx, s.budget, func(ctx context.Context) ([]*redis.SliceCmd, error) {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.SliceCmd, len(tags))
 		for i, t := range tags {

@@ -1,0 +1,104 @@
+package redisstep
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A refused connection, an unknown host or a TLS handshake that fails is an
+// outage known at once: the client's dial says so within a round trip. But
+// go-redis hides it from the step that dialled: it dials again (5 times,
+// 100 ms apart, by default) and retries the command (3 times, with
+// backoff), and a step that waits for it would run out of its budget and
+// be reported as a silent Redis (ErrRedisTimeout) that it was not. So a
+// hook on the client (dialWatch) tells the link of each failed dial at
+// once, and a step of that client that is waiting with no reply from Redis
+// since it began ends with the dial's own error ("dial tcp 127.0.0.1:1:
+// connect: connection refused"), an outage that costs its caller (almost)
+// no budget. Steps run on goroutines (which a failed dial can end) until
+// Redis first answers and after a failed dial until its next reply; only a
+// step already running inline when Redis starts refusing connections waits
+// out its budget (see Run).
+
+// dialEpoch is cancelled, with the failed dial's error as its cause, at the
+// client's next failed dial; the link then starts a new one.
+type dialEpoch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newDialEpoch() *dialEpoch {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &dialEpoch{ctx: ctx, cancel: cancel}
+}
+
+// dialFailure is a failed dial of the client, as its hook saw it: not one
+// its own context ended, not a dial timeout (a black hole, found by the
+// budget). It reads as the dial's error.
+type dialFailure struct{ err error }
+
+func (e *dialFailure) Error() string { return e.err.Error() }
+func (e *dialFailure) Unwrap() error { return e.err }
+
+// dialWatch is the hook a budget adds to its client (once per link): it
+// tells the link of every failed dial, the pub/sub connections' included.
+type dialWatch struct{ l *link }
+
+var _ redis.Hook = dialWatch{}
+
+// DialHook implements redis.Hook.
+func (w dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil && ctx.Err() == nil {
+			var ne net.Error
+			if !(errors.As(err, &ne) && ne.Timeout()) {
+				w.l.dialFailed(err)
+			}
+		}
+		return conn, err
+	}
+}
+
+// ProcessHook implements redis.Hook: commands pass untouched.
+func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+// ProcessPipelineHook implements redis.Hook: pipelines pass untouched.
+func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// dialFailed ends the current dial epoch with err as its cause: the steps
+// waiting on it with no reply since they began end with err.
+func (l *link) dialFailed(err error) {
+	l.lastDialFail.Store(int64(time.Since(l.base)))
+	e := l.epoch.Swap(newDialEpoch())
+	e.cancel(&dialFailure{err})
+}
+
+// dialCause is the failed dial that ended e while a step begun at start
+// waited, with no step's reply since: the step's outcome. Nil otherwise.
+func (h *redisHealth) dialCause(e *dialEpoch, start time.Time) error {
+	if e.ctx.Err() == nil || h.repliedSince(start) {
+		return nil
+	}
+	return context.Cause(e.ctx)
+}
+
+// repliedSince reports whether a step's reply arrived at or after t.
+func (h *redisHealth) repliedSince(t time.Time) bool {
+	last := h.lastReply.Load()
+	return last != 0 && last >= int64(t.Sub(h.base))
+}
+
+// dialSuspect reports whether no step's reply came yet, or a dial failed
+// since the last one: a step then runs on a goroutine, whose wait a failed
+// dial ends, not inline.
+func (h *redisHealth) dialSuspect() bool {
+	last := h.lastReply.Load()
+	return last == 0 || h.lastDialFail.Load() >= last
+}
