@@ -11,8 +11,11 @@ import (
 // field's comment gives its default.
 type Options struct {
 	// Key builds the cache key of a request; vary are the request headers the
-	// key must include (configured and learned from responses' Vary).
-	// Default: [Key].
+	// key must include (configured and learned from responses' Vary). A
+	// key function of your own must hold everything the handler reads (the
+	// path as sent, the query as sent, the forwarding headers: see [Key]),
+	// or one request's answer is served to others; it should hash header
+	// values, which may be credentials. Default: [Key].
 	Key func(r *http.Request, vary []string) string
 	// VaryHeaders are request headers that are always part of the key, on
 	// top of those named by responses' Vary. Default: none.
