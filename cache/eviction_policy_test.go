@@ -5,32 +5,14 @@ package cache_test
 // answered Degraded), an allkeys-* policy may evict the invalidation marks.
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
+	"github.com/stampede-go/stampede/internal/syncbuf"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestPingWarnsOfARiskyEvictionPolicy(t *testing.T) {
 	for _, tc := range []struct {
@@ -51,7 +33,7 @@ func TestPingWarnsOfARiskyEvictionPolicy(t *testing.T) {
 			if err := rdb.ConfigSet(ctx, "maxmemory-policy", tc.policy).Err(); err != nil {
 				t.Fatal(err)
 			}
-			var logs lockedBuffer
+			var logs syncbuf.Buffer
 			c, err := cache.New[string](rdb, cache.Options{Namespace: redistest.Prefix(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)

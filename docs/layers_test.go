@@ -29,6 +29,7 @@ var layer = map[string][]string{
 	// Test and example infrastructure: never imported by the library.
 	"internal/childproc":   nil,
 	"internal/leakcheck":   nil,
+	"internal/syncbuf":     nil,
 	"internal/faultproxy":  nil,
 	"internal/redisserver": {"internal/childproc"},
 	"internal/pgserver":    {"internal/childproc"},

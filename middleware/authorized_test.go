@@ -6,16 +6,15 @@ package middleware_test
 // cookie the key holds reaches a Redis key name or a log line.
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
+	"github.com/stampede-go/stampede/internal/syncbuf"
 	"github.com/stampede-go/stampede/middleware"
 )
 
@@ -66,27 +65,8 @@ func TestAuthorizedResponsesAnswerOnlyTheirCredential(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from several
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestCredentialsAndCookiesNeverReachRedisKeysOrLogs(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rdb := redistest.Client(t)
 	ns := redistest.Prefix(t)

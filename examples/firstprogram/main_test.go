@@ -9,11 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stampede-go/stampede/internal/redistest"
+	"github.com/stampede-go/stampede/internal/syncbuf"
 )
 
 // TestMain runs main itself when the test binary is started as the program
@@ -135,7 +135,7 @@ func TestFirstProgramSaysRedisIsUnreachable(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-redis", refused, "-listen", listen)
 	cmd.Env = append(os.Environ(), "FIRSTPROGRAM_RUN_MAIN=1")
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -165,23 +165,4 @@ func TestFirstProgramSaysRedisIsUnreachable(t *testing.T) {
 	if strings.Contains(logs, "RedisTimeout") {
 		t.Errorf("stderr blames the Redis budget for a refused connection:\n%s", logs)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the child's stderr copier and the
-// test to use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,27 +10,10 @@ import (
 	"testing"
 
 	"github.com/stampede-go/stampede/internal/redistest"
+	"github.com/stampede-go/stampede/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
-
-// syncBuffer is a log sink the server and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The example starts, serves, stops a stampede on its expensive route, and
 // shuts down cleanly.
@@ -39,7 +21,7 @@ func TestServerStartsServesAndShutsDown(t *testing.T) {
 	getenv := redistest.Getenv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-delay", "50ms"}, &logs, getenv, ready) }()
 	var base string
