@@ -3,7 +3,6 @@ package cache_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -142,17 +141,8 @@ func TestBatchAnswerIsFencedWhenTheBatchReturns(t *testing.T) {
 type waiting struct{ waits, joining, inWait int }
 
 func batchWaiters() waiting {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var w waiting
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
+	for g := range strings.SplitSeq(goroutines(), "\n\n") {
 		if !strings.Contains(g, "stampede/cache.(*Cache[...]).manyAttempt") {
 			continue
 		}
