@@ -92,7 +92,7 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 		if c.l1 != nil {
 			now := c.now()
 			if e, ok := c.l1get(ctx, k, now); ok && !e.negative {
-				b.got[k] = batchAnswer[V]{l: e.loaded(Hit), l1: true}
+				b.got[k] = batchAnswer[V]{value: e.value, outcome: Hit, stamp: e.stamp, kept: e.kept, l1: true}
 				if c.l1Early(e, now) {
 					c.refreshAsync(k, e, fn)
 				}
@@ -142,13 +142,37 @@ type batch[V any] struct {
 	refused []string
 }
 
-// batchAnswer is one key's answer in a batch: a load's, or an L1 hit's
-// (counted as one).
+// batchAnswer is one key's answer in a batch, a load's or an L1 hit's
+// (counted as one): what the fence and the outcome's count need of it.
 type batchAnswer[V any] struct {
-	l   loaded[V]
-	err error
-	l1  bool
+	value    V
+	outcome  Outcome
+	negative bool
+	standIn  bool // a value standing in for a failed or slow compute (Result.Err set)
+	kept     bool
+	l1       bool
+	stamp    marks.Stamp
+	err      error
 }
+
+// answerOf is the batch's record of a load's answer l, err.
+func answerOf[V any](l loaded[V], err error) batchAnswer[V] {
+	return batchAnswer[V]{value: l.value, outcome: l.outcome, negative: l.negative, standIn: l.cause != nil,
+		kept: l.kept, stamp: l.stamp, err: err}
+}
+
+// loaded is a as the fence (fenceState) judges it.
+func (a batchAnswer[V]) loaded() loaded[V] {
+	l := loaded[V]{value: a.value, outcome: a.outcome, negative: a.negative, kept: a.kept, stamp: a.stamp}
+	if a.standIn {
+		l.cause = errStandIn
+	}
+	return l
+}
+
+// errStandIn marks a batch's answer that stood in for a failed or slow
+// compute, for the fence (batchAnswer.loaded).
+var errStandIn = errors.New("cache: a value standing in for a compute")
 
 // record records key's answer from a load: l and err, or err alone when
 // l has no outcome.
@@ -163,7 +187,7 @@ func (b *batch[V]) record(key string, l loaded[V], err error) {
 		delete(b.got, key)
 		return
 	}
-	b.got[key] = batchAnswer[V]{l: l, err: err}
+	b.got[key] = answerOf(l, err)
 	delete(b.errs, key)
 }
 
@@ -215,18 +239,6 @@ func (b *batch[V]) giveUp(keys []string, err error) {
 	}
 }
 
-// answers returns the keys answered so far and their answers.
-func (b *batch[V]) answers() ([]string, []batchAnswer[V]) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	keys := make([]string, 0, len(b.got))
-	as := make([]batchAnswer[V], 0, len(b.got))
-	for k, a := range b.got {
-		keys, as = append(keys, k), append(as, a)
-	}
-	return keys, as
-}
-
 // markFenced notes that every answer passed the fence just now.
 func (b *batch[V]) markFenced() {
 	b.mu.Lock()
@@ -240,20 +252,34 @@ func (b *batch[V]) markFenced() {
 // (fenceState) at this moment, the batch's answer's, and returns the keys
 // it refuses. A value that passed the fence when its key got its answer
 // may not pass it now: an invalidation may have returned while the batch
-// waited for its other keys. strict refuses an answer whose marks could not
-// be read too (marks.Unknown), which servable lets through.
+// waited for its other keys. Each answer is judged first by what this
+// process knows of the marks (no copy, no round trip: a batch of hits
+// whose marks are vouched for costs a check in memory per key); those
+// whose marks must be read again are judged after, with ctx, unless
+// strict, which refuses them (marks.Unknown) rather than wait.
 func (c *Cache[V]) fenceBatch(ctx context.Context, b *batch[V], strict bool) []string {
-	keys, as := b.answers()
-	var refused []string
-	for i, a := range as {
-		switch c.fenceState(ctx, a.l, a.err) {
+	quick, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel(errNoMarksRead)
+	var refused, unsure []string
+	var later []batchAnswer[V]
+	b.mu.Lock()
+	for k, a := range b.got {
+		switch c.fenceState(quick, a.loaded(), a.err) {
 		case marks.Valid:
 		case marks.Unknown:
 			if strict {
-				refused = append(refused, keys[i])
+				refused = append(refused, k)
+			} else {
+				unsure, later = append(unsure, k), append(later, a)
 			}
 		default:
-			refused = append(refused, keys[i])
+			refused = append(refused, k)
+		}
+	}
+	b.mu.Unlock()
+	for i, a := range later {
+		if st := c.fenceState(ctx, a.loaded(), a.err); st == marks.Hard || st == marks.Soft {
+			refused = append(refused, unsure[i])
 		}
 	}
 	return refused
@@ -270,9 +296,8 @@ func (c *Cache[V]) batchResult(ctx context.Context, b *batch[V]) (map[string]V, 
 	fenced := b.fenced
 	b.mu.Unlock()
 	if !fenced {
-		fctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-		cancel(errNoMarksRead) // no marks read is waited for: the caller is owed its answer now
-		for _, k := range c.fenceBatch(fctx, b, true) {
+		// No marks read is waited for: the caller is owed its answer now.
+		for _, k := range c.fenceBatch(ctx, b, true) {
 			delete(b.got, k)
 			err := context.Cause(ctx)
 			if err == nil {
@@ -285,15 +310,23 @@ func (c *Cache[V]) batchResult(ctx context.Context, b *batch[V]) (map[string]V, 
 	for k, a := range b.got {
 		if a.l1 {
 			c.stats.l1Hit()
-			out[k] = a.l.value
+			out[k] = a.value
 			continue
 		}
-		r, err := c.answer(ctx, k, a.l, a.err)
+		c.stats.outcome(a.outcome)
+		if c.opts.Observer != nil {
+			c.observe(ctx, Event{Kind: EventOutcome, Key: k, Outcome: a.outcome, Negative: a.negative})
+		}
+		err := a.err
+		if a.negative && err == nil {
+			c.stats.negativeHits.Add(1)
+			err = errCachedNotFound
+		}
 		if err != nil {
 			b.errs[k] = err
 			continue
 		}
-		out[k] = r.Value
+		out[k] = a.value
 	}
 	if len(b.errs) > 0 {
 		return out, b.errs
