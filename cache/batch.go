@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/stampede-go/stampede/cache/internal/marks"
 )
 
 // KeyErrors holds the keys of a [Cache.GetOrComputeMany] that got no value,
@@ -56,10 +58,19 @@ var ErrMissingFromBatch = errors.New("cache: key missing from the batch compute'
 // a key alone if the wait ends without a value). [SetTTL] and [SetStale]
 // inside fn apply to every key of that call.
 //
+// The batch answers its caller once, when every key has an answer, and
+// the invalidation fence is judged then, for every value it hands back: a
+// key's value whose compute began before an InvalidateTags (ExpireTags,
+// Clear) that returned while the batch still waited for other keys is
+// loaded again, as a GetOrCompute's would be.
+//
 // The map holds every key that has a value; keys without one are in the
 // [KeyErrors] returned (a key fn left out gets [ErrMissingFromBatch]). ctx
 // bounds the call: when it ends, the keys without a value yet get its
 // error, and the computes already started go on in the background and fill.
+// The values already in hand are then judged by what this process knows
+// of the invalidations, without a round trip: one it cannot vouch for
+// gets ctx's error too.
 func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(ctx context.Context, missing []string) (map[string]V, error)) (map[string]V, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -67,7 +78,7 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 	if fn == nil {
 		return nil, ErrNilFunc
 	}
-	b := &batch[V]{out: make(map[string]V, len(keys)), errs: KeyErrors{}}
+	b := &batch[V]{got: make(map[string]batchAnswer[V], len(keys)), errs: KeyErrors{}}
 	var version uint64
 	if c.l1 != nil {
 		version = c.l1.version()
@@ -81,8 +92,7 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 		if c.l1 != nil {
 			now := c.now()
 			if e, ok := c.l1get(ctx, k, now); ok && !e.negative {
-				c.stats.l1Hit()
-				b.out[k] = e.value
+				b.got[k] = batchAnswer[V]{value: e.value, outcome: Hit, stamp: e.stamp, kept: e.kept, l1: true}
 				if c.l1Early(e, now) {
 					c.refreshAsync(k, e, fn)
 				}
@@ -93,6 +103,7 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 	}
 	switch {
 	case len(todo) == 0:
+		b.fenced = true // every answer was judged just now
 	case ctx.Err() != nil:
 		b.giveUp(todo, context.Cause(ctx))
 	case ctx.Done() == nil: // never cancelled: nothing to bound, no goroutine to pay for
@@ -109,39 +120,79 @@ func (c *Cache[V]) GetOrComputeMany(ctx context.Context, keys []string, fn func(
 			b.giveUp(todo, context.Cause(ctx))
 		}
 	}
-	return b.result()
+	return c.batchResult(ctx, b)
 }
 
-// batch collects a GetOrComputeMany's answers; once the caller gave up, no
-// more are taken.
+// batch collects a GetOrComputeMany's answers until it answers its
+// caller; once the caller gave up, no more are taken.
 type batch[V any] struct {
-	mu     sync.Mutex
-	out    map[string]V
-	errs   KeyErrors
+	mu sync.Mutex
+	// got are the keys answered by a load (a value, a cached "not
+	// found", or an error that came with an outcome): counted and handed
+	// out when the batch answers (Cache.batchResult), after the fence.
+	got  map[string]batchAnswer[V]
+	errs KeyErrors
+	// closed: the caller has its answer, or gave up; nothing more is taken.
 	closed bool
+	// fenced: every answer in got passed the invalidation fence after the
+	// last of them came (Cache.many's end, or all judged at once).
+	fenced bool
 	// refused are the keys whose load's answer the invalidation fence
 	// refused (see Cache.deliver): to be loaded again.
 	refused []string
 }
 
-// give returns the recorder of key's answer.
-func (b *batch[V]) give(key string) func(Result[V], error) {
-	return func(r Result[V], err error) { b.record(key, r, err) }
+// batchAnswer is one key's answer in a batch, a load's or an L1 hit's
+// (counted as one): what the fence and the outcome's count need of it.
+type batchAnswer[V any] struct {
+	value    V
+	outcome  Outcome
+	negative bool
+	standIn  bool // a value standing in for a failed or slow compute (Result.Err set)
+	kept     bool
+	l1       bool
+	stamp    marks.Stamp
+	err      error
 }
 
-// record records key's answer.
-func (b *batch[V]) record(key string, r Result[V], err error) {
+// answerOf is the batch's record of a load's answer l, err.
+func answerOf[V any](l loaded[V], err error) batchAnswer[V] {
+	return batchAnswer[V]{value: l.value, outcome: l.outcome, negative: l.negative, standIn: l.cause != nil,
+		kept: l.kept, stamp: l.stamp, err: err}
+}
+
+// loaded is a as the fence (fenceState) judges it.
+func (a batchAnswer[V]) loaded() loaded[V] {
+	l := loaded[V]{value: a.value, outcome: a.outcome, negative: a.negative, kept: a.kept, stamp: a.stamp}
+	if a.standIn {
+		l.cause = errStandIn
+	}
+	return l
+}
+
+// errStandIn marks a batch's answer that stood in for a failed or slow
+// compute, for the fence (batchAnswer.loaded).
+var errStandIn = errors.New("cache: a value standing in for a compute")
+
+// record records key's answer from a load: l and err, or err alone when
+// l has no outcome.
+func (b *batch[V]) record(key string, l loaded[V], err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	if err != nil {
+	if l.outcome == 0 && err != nil {
 		b.errs[key] = err
-	} else {
-		b.out[key] = r.Value
+		delete(b.got, key)
+		return
 	}
+	b.got[key] = answerOf(l, err)
+	delete(b.errs, key)
 }
+
+// fail records err as key's answer.
+func (b *batch[V]) fail(key string, err error) { b.record(key, loaded[V]{}, err) }
 
 // refuse notes that key's answer was refused by the invalidation fence.
 func (b *batch[V]) refuse(key string) {
@@ -149,6 +200,19 @@ func (b *batch[V]) refuse(key string) {
 	defer b.mu.Unlock()
 	if !b.closed {
 		b.refused = append(b.refused, key)
+		delete(b.got, key)
+	}
+}
+
+// drop takes the answers of keys away (the fence refused them), unless
+// the batch was closed.
+func (b *batch[V]) drop(keys []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		for _, k := range keys {
+			delete(b.got, k)
+		}
 	}
 }
 
@@ -168,48 +232,146 @@ func (b *batch[V]) giveUp(keys []string, err error) {
 	defer b.mu.Unlock()
 	b.closed = true
 	for _, k := range keys {
-		_, ok := b.out[k]
+		_, ok := b.got[k]
 		if _, failed := b.errs[k]; !ok && !failed {
 			b.errs[k] = err
 		}
 	}
 }
 
-func (b *batch[V]) result() (map[string]V, error) {
+// markFenced notes that every answer passed the fence just now.
+func (b *batch[V]) markFenced() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.closed = true
-	if len(b.errs) > 0 {
-		return b.out, b.errs
+	if !b.closed {
+		b.fenced = true
 	}
-	return b.out, nil
+}
+
+// fenceBatch judges every answer b holds against the invalidation fence
+// (fenceState) at this moment, the batch's answer's, and returns the keys
+// it refuses. A value that passed the fence when its key got its answer
+// may not pass it now: an invalidation may have returned while the batch
+// waited for its other keys. Each answer is judged first by what this
+// process knows of the marks (no copy, no round trip: a batch of hits
+// whose marks are vouched for costs a check in memory per key); those
+// whose marks must be read again are judged after, with ctx, unless
+// strict, which refuses them (marks.Unknown) rather than wait.
+func (c *Cache[V]) fenceBatch(ctx context.Context, b *batch[V], strict bool) []string {
+	quick, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel(errNoMarksRead)
+	var refused, unsure []string
+	var later []batchAnswer[V]
+	b.mu.Lock()
+	for k, a := range b.got {
+		switch c.fenceState(quick, a.loaded(), a.err) {
+		case marks.Valid:
+		case marks.Unknown:
+			if strict {
+				refused = append(refused, k)
+			} else {
+				unsure, later = append(unsure, k), append(later, a)
+			}
+		default:
+			refused = append(refused, k)
+		}
+	}
+	b.mu.Unlock()
+	for i, a := range later {
+		if st := c.fenceState(ctx, a.loaded(), a.err); st == marks.Hard || st == marks.Soft {
+			refused = append(refused, unsure[i])
+		}
+	}
+	return refused
+}
+
+// batchResult answers b's caller: its values, and its keys without one.
+// The answers pass the fence here unless many judged them all after the
+// last came (b.fenced): when the caller's ctx ended first, they are judged
+// by what this process knows (a marks read is not waited for), and a key
+// whose value does not pass gets ctx's error.
+func (c *Cache[V]) batchResult(ctx context.Context, b *batch[V]) (map[string]V, error) {
+	b.mu.Lock()
+	b.closed = true // from here on only this goroutine touches b
+	fenced := b.fenced
+	b.mu.Unlock()
+	if !fenced {
+		// No marks read is waited for: the caller is owed its answer now.
+		for _, k := range c.fenceBatch(ctx, b, true) {
+			delete(b.got, k)
+			err := context.Cause(ctx)
+			if err == nil {
+				err = fmt.Errorf("%w: %q", ErrInvalidated, k)
+			}
+			b.errs[k] = err
+		}
+	}
+	out := make(map[string]V, len(b.got))
+	for k, a := range b.got {
+		if a.l1 {
+			c.stats.l1Hit()
+			out[k] = a.value
+			continue
+		}
+		c.stats.outcome(a.outcome)
+		if c.opts.Observer != nil {
+			c.observe(ctx, Event{Kind: EventOutcome, Key: k, Outcome: a.outcome, Negative: a.negative})
+		}
+		err := a.err
+		if a.negative && err == nil {
+			c.stats.negativeHits.Add(1)
+			err = errCachedNotFound
+		}
+		if err != nil {
+			b.errs[k] = err
+			continue
+		}
+		out[k] = a.value
+	}
+	if len(b.errs) > 0 {
+		return out, b.errs
+	}
+	return out, nil
 }
 
 // many runs the per-key steps for todo (valid keys, perhaps repeated) with
 // shared round trips. Its Redis steps and computes are detached from ctx's
 // cancellation (a claim taken must end in a fill or an abandon); ctx bounds
-// the waits, and no claim is taken once ctx has ended. The keys whose
-// answer the invalidation fence refused when it reached the caller (see
-// deliver) go through the steps again, up to maxRecomputes times, then get
-// [ErrInvalidated].
+// the waits, and no claim is taken once ctx has ended. Once every key has
+// an answer, the answers pass the invalidation fence (fenceBatch): the
+// keys it refuses then, and those it refused when their answer came (see
+// deliver), go through the steps again, up to maxRecomputes times, then
+// get [ErrInvalidated].
 func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn batchFunc[V], b *batch[V]) {
 	for attempt := 0; ; attempt++ {
 		c.manyAttempt(ctx, todo, version, fn, b)
-		if todo = b.takeRefused(); len(todo) == 0 || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return // batchResult judges the answers in hand
+		}
+		refused := c.fenceBatch(ctx, b, false)
+		b.drop(refused)
+		todo = append(b.takeRefused(), refused...)
+		if ctx.Err() != nil {
+			return // the fence's reads may have been cut short: batchResult judges again
+		}
+		if len(todo) == 0 {
+			b.markFenced()
 			return
 		}
 		if attempt == maxRecomputes {
 			for _, k := range todo {
-				b.record(k, Result[V]{}, fmt.Errorf("%w: %q", ErrInvalidated, k))
+				b.fail(k, fmt.Errorf("%w: %q", ErrInvalidated, k))
 			}
+			b.markFenced()
 			return
 		}
 		c.stats.recomputed.Add(uint64(len(todo)))
 	}
 }
 
-// deliver hands key's load answer l to the batch's caller if it passes the
-// invalidation fence (servable); otherwise it notes key as refused.
+// deliver hands key's load answer l to the batch if it passes the
+// invalidation fence (servable) as it comes (it is judged again when the
+// batch answers: fenceBatch); otherwise it notes key as refused.
 func (c *Cache[V]) deliver(ctx context.Context, b *batch[V], key string, l loaded[V], err error, version uint64) {
 	if !c.servable(ctx, l, err) {
 		b.refuse(key)
@@ -218,7 +380,7 @@ func (c *Cache[V]) deliver(ctx context.Context, b *batch[V], key string, l loade
 	if l.cacheable(err) {
 		c.l1put(key, l.entry(), version)
 	}
-	b.give(key)(c.answer(ctx, key, l, err))
+	b.record(key, l, err)
 }
 
 // manyAttempt is one pass of many's steps over todo.
@@ -239,16 +401,16 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 		switch v, _ := c.judge(dctx, &e, found, now); v {
 		case verdictHit:
 			c.l1put(key, e, version)
-			b.give(key)(c.hit(ctx, key, &e, e.value, now, false))
+			b.record(key, e.loaded(Hit), nil)
 		case verdictEarly:
 			c.l1put(key, e, version)
 			c.refreshAsync(key, e, fn)
-			b.give(key)(c.answer(ctx, key, e.loaded(Hit), nil))
+			b.record(key, e.loaded(Hit), nil)
 		case verdictStale:
 			c.refreshAsync(key, e, fn)
-			b.give(key)(c.answer(ctx, key, e.loaded(Stale), nil))
+			b.record(key, e.loaded(Stale), nil)
 		case verdictFailSafe:
-			b.give(key)(c.answer(ctx, key, e.loaded(Stale), nil))
+			b.record(key, e.loaded(Stale), nil)
 		case verdictExpired:
 			expired := e
 			prevs[i] = &expired
@@ -281,9 +443,12 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 		case cl.err == nil: // another owner computes it: wait, as GetOrCompute would
 			k, prev, lost := ks[i], prevs[i], cl
 			wg.Go(func() {
-				b.give(k.Key)(c.coalesce(ctx, k.Key, version, func(sctx context.Context) (loaded[V], error) {
+				// Shared with the process's other callers of the key; the
+				// fence judges its answer when the batch answers.
+				l, err := c.share(ctx, k.Key, version, false, func(sctx context.Context) (loaded[V], error) {
 					return c.wait(sctx, k, fn, nil, prev, lost)
-				}))
+				})
+				b.record(k.Key, l, err)
 			})
 		default:
 			failed = append(failed, i)
@@ -333,7 +498,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 		key := ks[i].Key
 		if e, fresh, ok := c.keptEntry(key, now); ok {
 			if fresh {
-				b.give(key)(c.answer(ctx, key, e.loaded(Degraded), nil))
+				b.record(key, e.loaded(Degraded), nil)
 				continue
 			}
 			if prevs[i] == nil {
@@ -350,7 +515,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 	for _, i := range todo {
 		key := ks[i].Key
 		if err != nil {
-			b.record(key, Result[V]{}, err)
+			b.fail(key, err)
 			continue
 		}
 		l, lerr := c.degradedFor(ctx, key, r, prevs[i], floor)

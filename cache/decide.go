@@ -169,7 +169,7 @@ func (c *Cache[V]) invalidationAt(ctx context.Context, e *entry[V], now time.Tim
 		if count {
 			c.stats.invalidated.Add(1)
 		}
-		if err != nil {
+		if err != nil && !noMarksRead(ctx) {
 			c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the entry does not answer", "", err)
 		}
 	}
@@ -209,16 +209,28 @@ func (c *Cache[V]) mayStandIn(ctx context.Context, prev *entry[V]) bool {
 // invalidationAt). Marks that cannot be read let the value answer
 // (marks.Unknown), as a compute's value answers then.
 func (c *Cache[V]) servable(ctx context.Context, l loaded[V], err error) bool {
+	st := c.fenceState(ctx, l, err)
+	return st == marks.Valid || st == marks.Unknown
+}
+
+// fenceState is servable's verdict before it lets marks.Unknown through:
+// marks.Valid when the answer may reach its caller (or no fence applies
+// to it), marks.Hard or marks.Soft when it may not, marks.Unknown when
+// its marks could not be read in time. A batch given up on by its
+// caller's ctx refuses Unknown too (see Cache.fenceBatch).
+func (c *Cache[V]) fenceState(ctx context.Context, l loaded[V], err error) marks.State {
 	switch {
 	case err != nil && !errors.Is(err, ErrNotFound): // no value
-		return true
+		return marks.Valid
 	case l.outcome == Fallback:
-		return true
+		return marks.Valid
 	case l.outcome == Stale && l.cause != nil:
-		return c.invalidation(ctx, l.entry()) != marks.Hard
+		if st := c.invalidation(ctx, l.entry()); st == marks.Hard || st == marks.Unknown {
+			return st
+		}
+		return marks.Valid
 	}
-	inv := c.fence(ctx, l.entry())
-	return inv != marks.Hard && inv != marks.Soft
+	return c.fence(ctx, l.entry())
 }
 
 // fence is invalidation at the moment an answer reaches its caller
@@ -229,8 +241,20 @@ func (c *Cache[V]) fence(ctx context.Context, e entry[V]) marks.State {
 		return c.invalidation(ctx, e)
 	}
 	st, err := c.marks.CheckFence(ctx, e.stamp)
-	if st == marks.Unknown && err != nil {
+	if st == marks.Unknown && err != nil && !noMarksRead(ctx) {
 		c.logRare(ctx, slog.LevelWarn, "stampede: invalidation marks unreadable; the answer goes unchecked", "", err)
 	}
 	return st
+}
+
+// errNoMarksRead is the cause of the context under which a check judges
+// by what this process knows of the marks, without reading them (a batch
+// whose caller's ctx ended: Cache.batchResult); an Unknown there is its
+// own choice, not Redis failing, and is not logged.
+var errNoMarksRead = errors.New("cache: judged without a marks read")
+
+// noMarksRead reports whether ctx is a check's that reads no marks
+// (errNoMarksRead).
+func noMarksRead(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), errNoMarksRead)
 }

@@ -274,23 +274,7 @@ func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[
 // one it joins (up to maxRecomputes times, then [ErrInvalidated]).
 func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, load func(context.Context) (loaded[V], error)) (Result[V], error) {
 	for attempt := 0; ; attempt++ {
-		led := false
-		r, _, err := c.sf.Do(ctx, key, func(sctx context.Context) (loaded[V], error) {
-			led = true
-			if attempt > 0 {
-				c.stats.recomputed.Add(1)
-			}
-			r, err := load(sctx)
-			// Only the leader puts into L1: version is the leader's own, from
-			// before its read; a joiner's is from its own start, which may be
-			// after a write the load's read did not see. The put comes before
-			// any caller returns: a caller answered with r before r is in L1
-			// would let an older read's put in behind its back.
-			if r.cacheable(err) && c.servable(sctx, r, err) {
-				c.l1put(key, r.entry(), version)
-			}
-			return r, err
-		})
+		r, err := c.share(ctx, key, version, attempt > 0, load)
 		if r.outcome == 0 { // this caller's wait ended early, or the load failed before an outcome
 			return Result[V]{}, err
 		}
@@ -300,11 +284,40 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 			}
 			return Result[V]{}, fmt.Errorf("%w: %q", ErrInvalidated, key)
 		}
-		if !led && r.outcome == Miss {
-			r.outcome = Shared
-		}
 		return c.answer(ctx, key, r, err)
 	}
+}
+
+// share is one attempt of coalesce, without the fence at the answer: load
+// run once for the concurrent callers of key (again says it is run again
+// after the fence refused an answer: Stats().Recomputed), its answer put
+// into L1 by the caller that ran it, and Outcome Shared for the callers
+// that joined a compute. An answer without an outcome is an error only
+// (the caller's wait ended, or the load failed before an outcome).
+func (c *Cache[V]) share(ctx context.Context, key string, version uint64, again bool, load func(context.Context) (loaded[V], error)) (loaded[V], error) {
+	led := false
+	r, _, err := c.sf.Do(ctx, key, func(sctx context.Context) (loaded[V], error) {
+		led = true
+		if again {
+			c.stats.recomputed.Add(1)
+		}
+		r, err := load(sctx)
+		// Only the leader puts into L1: version is the leader's own, from
+		// before its read; a joiner's is from its own start, which may be
+		// after a write the load's read did not see. The put comes before
+		// any caller returns: a caller answered with r before r is in L1
+		// would let an older read's put in behind its back.
+		if r.cacheable(err) && c.servable(sctx, r, err) {
+			c.l1put(key, r.entry(), version)
+		}
+		return r, err
+	})
+	// led is read only once the load's answer came (outcome set): a
+	// caller whose wait ended early leaves it being written.
+	if r.outcome == Miss && !led {
+		r.outcome = Shared
+	}
+	return r, err
 }
 
 // hit answers a caller with value v of a fresh entry e read at now, from

@@ -126,10 +126,10 @@ type localSub struct{ w *localstore.Waiter }
 func (l localSub) ready() <-chan struct{} { return l.w.Ready() }
 func (l localSub) close()                 { l.w.Close() }
 
-// readNotified implements [store]: local notifications carry no entry, and
-// a read costs nothing.
-func (s *localStore[V]) readNotified(ctx context.Context, k keys, _ subscription) (entry[V], bool, error) {
-	return s.read(ctx, k, readWaiting)
+// notified implements [store]: local notifications carry no entry, and a
+// read costs nothing.
+func (s *localStore[V]) notified(context.Context, keys, subscription) (entry[V], bool) {
+	return entry[V]{}, false
 }
 
 func (s *localStore[V]) subscribe(_ context.Context, k keys) (subscription, error) {

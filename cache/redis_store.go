@@ -218,18 +218,18 @@ func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) (int, error
 // delete implements [store] like set.
 func (s *redisStore[V]) delete(ctx context.Context, k keys) error { return s.p.Delete(ctx, k) }
 
-// readNotified implements [store]: a fill or Set notification that carried
+// notified implements [store]: a fill or Set notification that carried
 // the envelope answers without a round trip.
-func (s *redisStore[V]) readNotified(ctx context.Context, k keys, sub subscription) (entry[V], bool, error) {
+func (s *redisStore[V]) notified(ctx context.Context, k keys, sub subscription) (entry[V], bool) {
 	if w, ok := sub.(redisSubscription); ok {
 		if p := w.Take(); isEnvelope(p) {
 			if e, found, _ := s.c.decodeEntry(ctx, k.Key, reply{Envelope: p, Found: true}, false); found {
 				s.p.Forget(k.Key) // see redisstore's readGroup.forget
-				return e, true, nil
+				return e, true
 			}
 		}
 	}
-	return s.read(ctx, k, readWaiting)
+	return entry[V]{}, false
 }
 
 // subscribe implements [store] with the key's fill channel.

@@ -162,10 +162,10 @@ type store[V any] interface {
 	set(ctx context.Context, k keys, e entry[V]) (int, error)
 	// delete removes key, taking any claim in flight away.
 	delete(ctx context.Context, k keys) error
-	// readNotified is a waiter's read: the entry the latest notification
-	// carried, when it carried one since the last call, else a read of its
-	// own (readWaiting).
-	readNotified(ctx context.Context, k keys, sub subscription) (e entry[V], found bool, err error)
+	// notified is the entry the latest notification on sub carried, when
+	// it carried one since the last call (found); a waiter takes it
+	// without a round trip, else it reads (readWaiting).
+	notified(ctx context.Context, k keys, sub subscription) (e entry[V], found bool)
 	// subscribe registers for key's notifications and returns once they
 	// cannot be missed by a read that follows (or with an error: callers
 	// then poll).

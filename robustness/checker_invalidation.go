@@ -40,8 +40,8 @@ func (c *checker) invalidations() {
 			// call answered after it returned by a load (its own or one it
 			// joined) whose compute began before it: a load meets the
 			// fence when it answers, however long its compute or its fill
-			// took.
-			if a.op.Invoke <= inv.Return && !c.loadThrough(a, inv) {
+			// took; or a batch that returned after it, for every key.
+			if a.op.Invoke <= inv.Return && !c.loadThrough(a, inv) && !c.batchThrough(a, inv) {
 				continue
 			}
 			if isRouteKey(a.key) != (inv.Req.Op == wire.OpHTTPPurge) {
@@ -91,6 +91,16 @@ func (c *checker) loadThrough(a answer, inv *Op) bool {
 		return false
 	}
 	return cp.Ended > inv.Return || a.outcome == "miss" || a.outcome == "shared"
+}
+
+// batchThrough reports whether a is a key of a GetOrComputeMany that
+// returned after inv did: a batch answers its caller once, when its last
+// key has an answer, and the fence is judged then for every value it
+// hands back (docs/invalidation.md), however early that key got its
+// answer (computed, waited for or read) while the batch waited for the
+// others.
+func (c *checker) batchThrough(a answer, inv *Op) bool {
+	return a.op.Req.Op == wire.OpGetOrComputeMany && a.op.Return > inv.Return+stampSlack
 }
 
 // failedAfter reports whether a compute of a's key failed after t and

@@ -157,6 +157,24 @@ func TestCheckerInvalidation(t *testing.T) {
 			b.op("r1", wire.OpExpireTags, "", 100, 200, wire.Response{}, tags("g0"))
 			b.op("r2", wire.OpGet, "k0", 300, 310, val("c1", "g0"))
 		}, "invalidation"},
+		{"a batch answered its own compute after an invalidation that returned while it waited for another key", func(b *hb) {
+			o := b.op("r0", wire.OpGetOrComputeMany, "", 5, 300, wire.Response{}, keys("k0", "k1"))
+			b.computeFor(o, "c1", "k0", "r0", 10, 20, "ok")
+			o.Resp = wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+		}, "invalidation"},
+		{"a batch that returned before the invalidation did", func(b *hb) {
+			o := b.op("r0", wire.OpGetOrComputeMany, "", 5, 150, wire.Response{}, keys("k0", "k1"))
+			b.computeFor(o, "c1", "k0", "r0", 10, 20, "ok")
+			o.Resp = wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+		}, ""},
+		{"a batch answered a value computed after the invalidation began", func(b *hb) {
+			o := b.op("r0", wire.OpGetOrComputeMany, "", 5, 300, wire.Response{}, keys("k0", "k1"))
+			b.computeFor(o, "c1", "k0", "r0", 150, 160, "ok")
+			o.Resp = wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+		}, ""},
 		{"degraded on the replica that computed it", func(b *hb) {
 			b.compute("c1", "k0", "r2", 10, 20, "ok")
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))

@@ -27,6 +27,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	hold   chan struct{} // while non-nil, chunks wait for it to be closed
+	holdUp chan struct{} // the same, for chunks from the client only
 	done   chan struct{} // closed by Close: held chunks stop waiting
 	conns  map[net.Conn]struct{}
 	links  map[*link]struct{}
@@ -73,18 +74,40 @@ func (p *Proxy) SetHold(on bool) {
 	}
 }
 
-// held blocks while the proxy holds traffic back (see [Proxy.SetHold]) or
-// until it is closed.
-func (p *Proxy) held() {
+// SetHoldRequests is [Proxy.SetHold] for the chunks the clients send
+// only: their requests wait while the server's replies and pushed messages
+// (pub/sub) already on their way still arrive. It lets a test hold a
+// client's command in flight while its subscriptions keep working.
+func (p *Proxy) SetHoldRequests(on bool) {
 	p.mu.Lock()
-	hold := p.hold
-	p.mu.Unlock()
-	if hold == nil {
-		return
+	defer p.mu.Unlock()
+	switch {
+	case on && p.holdUp == nil:
+		p.holdUp = make(chan struct{})
+	case !on && p.holdUp != nil:
+		close(p.holdUp)
+		p.holdUp = nil
 	}
-	select {
-	case <-hold:
-	case <-p.done:
+}
+
+// held blocks while the proxy holds traffic back (see [Proxy.SetHold];
+// [Proxy.SetHoldRequests] when fromClient) or until it is closed.
+func (p *Proxy) held(fromClient bool) {
+	for {
+		p.mu.Lock()
+		hold := p.hold
+		if hold == nil && fromClient {
+			hold = p.holdUp
+		}
+		p.mu.Unlock()
+		if hold == nil {
+			return
+		}
+		select {
+		case <-hold:
+		case <-p.done:
+			return
+		}
 	}
 }
 
@@ -219,7 +242,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 		}
 		if n > 0 {
 			p.inFlight.Add(1)
-			p.held()
+			p.held(src == l.client)
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the fault itself: added latency
 			}

@@ -214,3 +214,57 @@ func TestCloseEndsAHold(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SetHoldRequests holds what the client sends while what the server
+// sends still arrives: a server's push reaches the client while the
+// client's request is held, and the request goes through, in order, once
+// released.
+func TestHoldRequestsLetsTheServerSpeak(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	p, err := faultproxy.New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var srv net.Conn
+	select {
+	case srv = <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy did not connect to the server")
+	}
+	defer srv.Close()
+
+	p.SetHoldRequests(true)
+	if _, err := c.Write([]byte("request\n")); err != nil {
+		t.Fatal(err)
+	}
+	untilInFlight(t, p, someInFlight, "the held request")
+	if _, err := srv.Write([]byte("push\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "push\n" {
+		t.Fatalf("the server's push while the request is held: %q %v", got, err)
+	}
+	p.SetHoldRequests(false)
+	_ = srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, err := bufio.NewReader(srv).ReadString('\n'); err != nil || got != "request\n" {
+		t.Fatalf("the request after the release: %q %v", got, err)
+	}
+}
