@@ -16,6 +16,7 @@ import (
 	"github.com/stampede-go/stampede/cache/internal/clockmap"
 	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
+	"github.com/stampede-go/stampede/cache/internal/redisstore"
 	"github.com/stampede-go/stampede/lease"
 	"github.com/stampede-go/stampede/singleflight"
 	"github.com/stampede-go/stampede/stale"
@@ -64,8 +65,8 @@ type Cache[V any] struct {
 	// evictionChecked: Ping has checked Redis' eviction policy (ping.go).
 	evictionChecked sync.Once
 	once            sync.Once
-	// releaseProbe leaves the client's idle probe (idle_probe.go); nil:
-	// none.
+	// releaseProbe leaves the client's idle probe (redisstore.ProbeIdle);
+	// nil: none.
 	releaseProbe func()
 }
 
@@ -193,13 +194,13 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 			// the budget's round trip, so a replica whose callers were
 			// waiting when Redis turned slow does not take its first slow
 			// step for silence (issue 30; see Budget.Heard). An idle one
-			// learns it from its client's idle probe (idle_probe.go).
+			// learns it from its client's idle probe (redisstore.ProbeIdle).
 			if c.marks.Clock == nil {
 				rs.p.Budget().Heard(time.Duration(c.marks.Mono() - sent))
 			}
 		})
 		if rs.p.Budget().Timeout() > 0 {
-			c.releaseProbe = probeClient(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating)
+			c.releaseProbe = redisstore.ProbeIdle(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating)
 		}
 	}
 	c.initObserver()

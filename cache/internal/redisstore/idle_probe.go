@@ -1,4 +1,4 @@
-package cache
+package redisstore
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 // The idle probe: one PING every probeEvery per go-redis client, shared by
 // every cache built on it (reference-counted), whose round trip the
-// caches' budgets hear (Budget.Heard) whatever their traffic.
+// caches' budgets hear (Budget.Heard) while their heartbeats are stopped.
 //
 // The invalidation subscription's heartbeat used to run whatever the
 // traffic, and its answers taught an idle replica's budget that Redis had
@@ -20,7 +20,7 @@ import (
 // process would learn nothing: the probe keeps that lesson for one command
 // every probeEvery per client, however many caches use the client. It
 // runs where the heartbeat ran: on a client that talks to one server
-// (oneServer), with a budget of our own.
+// (cache's oneServer), with a budget of our own.
 
 // probeEvery is the idle probe's period: half a command a second per
 // client. A round trip that rises (Redis slowing as load comes) is
@@ -60,10 +60,10 @@ var probes = struct {
 	m map[*redis.Client]*probe
 }{m: map[*redis.Client]*probe{}}
 
-// probeClient registers a cache's budget's heard and its heartbeat's
+// ProbeIdle registers a cache's budget's heard and its heartbeat's
 // beating with rdb's idle probe, starting it for the first cache; call the
 // function it returns when the cache closes.
-func probeClient(rdb *redis.Client, heard func(rtt time.Duration), beating func() bool) (release func()) {
+func ProbeIdle(rdb *redis.Client, heard func(rtt time.Duration), beating func() bool) (release func()) {
 	l := &probeListener{heard: heard, beating: beating}
 	probes.Lock()
 	defer probes.Unlock()
