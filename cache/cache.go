@@ -77,12 +77,18 @@ type Cache[V any] struct {
 const heartbeatsPerWait = 4
 
 // heartbeatIdle is how long the heartbeat runs on after the last decision
-// that wanted it: a second, or two InvalidationWaits if longer (eight
+// that wanted it: 3 s, or four InvalidationWaits if longer (sixteen
 // heartbeats at least). A process whose decisions come at least that
 // often keeps it, and pays no marks read on its request path; one idle
-// for longer costs Redis nothing, and its next decision reads the marks
-// (as on a Cluster) while the heartbeat starts again.
-func heartbeatIdle(wait time.Duration) time.Duration { return max(time.Second, 2*wait) }
+// for longer costs Redis nothing, and its next decisions read the marks
+// (as on a Cluster) while the heartbeat starts again. Those reads are
+// steps like any other: against a Redis that stalls past the budget they
+// are more steps that may be judged silent, and its heartbeat's answers
+// no longer show that Redis still answers. With a second here, a fleet
+// idle for a second at a time against a Redis busy 150 ms at a stretch
+// degraded callers (TestSlowRedisBusyKeepsOneComputePerKey, 3 runs in 8);
+// a few seconds keep a fleet with traffic from stopping at all.
+func heartbeatIdle(wait time.Duration) time.Duration { return max(3*time.Second, 4*wait) }
 
 const (
 	maxNamespaceBytes = 256
@@ -199,6 +205,12 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 				rs.p.Budget().Heard(time.Duration(c.marks.Mono() - sent))
 			}
 		})
+		// Wanted from the start, as a cache is made to be used: the first
+		// marks reads are then made after a heartbeat was answered, and
+		// the heartbeat vouches for them from then on, instead of their
+		// being read again once before it can (see marks' cover). A cache
+		// left unused stops it after heartbeatIdle.
+		rs.p.Notifier().Want()
 		if rs.p.Budget().Timeout() > 0 {
 			c.releaseProbe = redisstore.ProbeIdle(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating)
 		}

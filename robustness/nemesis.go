@@ -251,7 +251,7 @@ func isMaster(addr string) bool {
 // replicaIdle stops one replica's traffic (the suite sends it nothing) for
 // at least idleFor while the others go on, invalidations included, then
 // lets it resume. Its invalidation heartbeat runs only while decisions
-// want it, and stops max(1 s, 2·InvalidationWait) after the last (issue
+// want it, and stops max(3 s, 4·InvalidationWait) after the last (issue
 // 38): idleFor outlasts the calls in flight (up to the traffic's deadline)
 // and that, so the replica's first decisions afterwards find no
 // heartbeat's trust and must read the marks, and see every invalidation
@@ -263,7 +263,7 @@ type replicaIdle struct {
 
 // idleFor is how long the replica-idle nemesis keeps a replica idle, at
 // least.
-const idleFor = 4 * time.Second
+const idleFor = 6 * time.Second
 
 func (*replicaIdle) Name() string { return "replica-idle" }
 func (n *replicaIdle) Inject(e *env, rng *rand.Rand) (string, error) {

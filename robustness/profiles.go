@@ -76,9 +76,9 @@ func Profile(name string) []Scenario {
 	// outlive the idle spell (TTL above idleFor), so that what it held
 	// before is what those decisions judge.
 	idle := Scenario{Name: "redis-idle", Mode: "redis", Replicas: 3, Clients: 4, Duration: d, Traffic: traffic,
-		Options: wire.Options{Namespace: "ri", TTL: 6 * time.Second, Stale: time.Second,
+		Options: wire.Options{Namespace: "ri", TTL: 8 * time.Second, Stale: time.Second,
 			WaitTimeout: time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
-			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 6 * time.Second},
+			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 8 * time.Second},
 		Nemeses: []string{"replica-idle"}, FaultFor: time.Second, Calm: time.Second}
 	out := []Scenario{busy, faults, persist, local, slow, overload, idle}
 	if name == "long" {

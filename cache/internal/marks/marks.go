@@ -49,7 +49,7 @@
 // Demand-driven. The heartbeat runs only while decisions want it: a check
 // that finds no read recent enough to vouch for a mark on its own asks the
 // heartbeat (beatVouches), which tells it so (Want); it starts at once if
-// stopped, and stops after max(1 s, 2δ) without such a check, so that an
+// stopped, and stops after max(3 s, 4δ) without such a check, so that an
 // idle process sends Redis nothing. Nothing in the argument above needs
 // the heartbeats to be continuous: a PONG vouches for what was published
 // before Redis processed its PING, on the socket of its session, however
