@@ -44,7 +44,10 @@ func breakerOpensWhenOnlyTheHeartbeatIsAnswered(t *testing.T, opts func(addr str
 	o.Dialer = dial
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := newCache[string](t, rdb, cache.Options{RedisTimeout: shortBudget, InvalidationWait: 100 * time.Millisecond, WaitTimeout: 5 * time.Second})
+	// L1 on: the replica's callers keep hitting "warm" in L1, which asks
+	// the heartbeat for its trust and so keeps it running (it runs only
+	// while decisions want it), without a step of their own.
+	c := newCache[string](t, rdb, cache.Options{RedisTimeout: shortBudget, InvalidationWait: 100 * time.Millisecond, WaitTimeout: 5 * time.Second, L1Size: 16})
 	origin := func(context.Context) (string, error) { return "v", nil }
 	if _, err := c.Fetch(t.Context(), "warm", origin); err != nil {
 		t.Fatal(err)
@@ -53,6 +56,9 @@ func breakerOpensWhenOnlyTheHeartbeatIsAnswered(t *testing.T, opts func(addr str
 	// budget, which only the heartbeat can have taught.
 	sub.SetLatency(60 * time.Millisecond)
 	pollFor(t, "the heartbeat to be answered on the subscription's path", 10*time.Second, 10*time.Millisecond, func() bool {
+		if _, err := c.Fetch(t.Context(), "warm", origin); err != nil {
+			t.Fatal(err)
+		}
 		return subDials.Load() > 0 && cache.RedisBudget(c) >= 150*time.Millisecond
 	})
 	sub.SetLatency(0)

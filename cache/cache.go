@@ -16,6 +16,7 @@ import (
 	"github.com/stampede-go/stampede/cache/internal/clockmap"
 	"github.com/stampede-go/stampede/cache/internal/marks"
 	"github.com/stampede-go/stampede/cache/internal/redisstep"
+	"github.com/stampede-go/stampede/cache/internal/redisstore"
 	"github.com/stampede-go/stampede/lease"
 	"github.com/stampede-go/stampede/singleflight"
 	"github.com/stampede-go/stampede/stale"
@@ -70,6 +71,9 @@ type Cache[V any] struct {
 	// evictionChecked: Ping has checked Redis' eviction policy (ping.go).
 	evictionChecked sync.Once
 	once            sync.Once
+	// releaseProbe leaves the client's idle probe (redisstore.ProbeIdle);
+	// nil: none.
+	releaseProbe func()
 }
 
 // heartbeatsPerWait is how many heartbeats of the invalidation
@@ -77,6 +81,20 @@ type Cache[V any] struct {
 // marks for InvalidationWait from its PING, so a Redis up to 3/4 of it
 // away keeps them vouched for without a gap.
 const heartbeatsPerWait = 4
+
+// heartbeatIdle is how long the heartbeat runs on after the last decision
+// that wanted it: 3 s, or four InvalidationWaits if longer (sixteen
+// heartbeats at least). A process whose decisions come at least that
+// often keeps it, and pays no marks read on its request path; one idle
+// for longer costs Redis nothing, and its next decisions read the marks
+// (as on a Cluster) while the heartbeat starts again. Those reads are
+// steps like any other: against a Redis that stalls past the budget they
+// are more steps that may be judged silent, and its heartbeat's answers
+// no longer show that Redis still answers. With a second here, a fleet
+// idle for a second at a time against a Redis busy 150 ms at a stretch
+// degraded callers (TestSlowRedisBusyKeepsOneComputePerKey, 3 runs in 8);
+// a few seconds keep a fleet with traffic from stopping at all.
+func heartbeatIdle(wait time.Duration) time.Duration { return max(3*time.Second, 4*wait) }
 
 const (
 	maxNamespaceBytes = 256
@@ -181,18 +199,34 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		// the PUBLISH and unordered with their replies; nor on a Ring; nor
 		// behind Sentinel, whose failover moves the commands to the new
 		// master and leaves the subscription where it was.
+		// The heartbeat runs only while decisions want its trust (Want,
+		// from the marks' checks), and stops after heartbeatIdle without
+		// one: an idle cache sends Redis nothing (issue 38; see
+		// internal/marks, "Demand-driven").
 		c.marks.Session = rs.p.Notifier().Session
-		rs.p.Notifier().Heartbeat(opts.InvalidationWait/heartbeatsPerWait, c.marks.Mono, func(session uint64, sent int64) {
+		c.marks.Want = rs.p.Notifier().Want
+		every := opts.InvalidationWait / heartbeatsPerWait
+		idle := int((heartbeatIdle(opts.InvalidationWait) + every - 1) / every)
+		rs.p.Notifier().Heartbeat(every, idle, c.marks.Mono, func(session uint64, sent int64) {
 			c.marks.Beaten(session, sent)
-			// A heartbeat's answer comes whatever the traffic: it shows
-			// Redis answering and can raise the budget's round trip, so a
-			// replica whose callers were idle or waiting when Redis turned
-			// slow does not take its first slow step for silence (issue
-			// 30; see Budget.Heard).
+			// A heartbeat's answer shows Redis answering and can raise
+			// the budget's round trip, so a replica whose callers were
+			// waiting when Redis turned slow does not take its first slow
+			// step for silence (issue 30; see Budget.Heard). An idle one
+			// learns it from its client's idle probe (redisstore.ProbeIdle).
 			if c.marks.Clock == nil {
 				rs.p.Budget().Heard(time.Duration(c.marks.Mono() - sent))
 			}
 		})
+		// Wanted from the start, as a cache is made to be used: the first
+		// marks reads are then made after a heartbeat was answered, and
+		// the heartbeat vouches for them from then on, instead of their
+		// being read again once before it can (see marks' cover). A cache
+		// left unused stops it after heartbeatIdle.
+		rs.p.Notifier().Want()
+		if rs.p.Budget().Timeout() > 0 {
+			c.releaseProbe = redisstore.ProbeIdle(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating)
+		}
 	}
 	c.initObserver()
 	return c, nil
@@ -323,6 +357,9 @@ func (c *Cache[V]) Close() error {
 		c.mu.Unlock()
 		c.bgCancel()
 		c.bg.Wait()
+		if c.releaseProbe != nil {
+			c.releaseProbe()
+		}
 		err = c.store.close()
 		if c.sweepDone != nil {
 			<-c.sweepDone

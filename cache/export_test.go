@@ -55,3 +55,9 @@ func Refreshing[V any](c *Cache[V], key string) bool {
 	_, ok := c.refreshing.Load(key)
 	return ok
 }
+
+// Heartbeating reports whether c's invalidation subscription's heartbeat
+// is running (decisions wanted it lately).
+func Heartbeating[V any](c *Cache[V]) bool {
+	return c.redis != nil && c.redis.p.Notifier().Beating()
+}

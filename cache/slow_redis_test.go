@@ -314,7 +314,9 @@ func TestSlowRedisThenSilentOpensTheBreaker(t *testing.T) {
 }
 
 // A replica whose callers are idle while Redis turns slow learns the new
-// round trip all the same, from the answers to its heartbeat: when Redis
+// round trip all the same: from the answers to its heartbeat while it
+// runs, and once it has stopped (it runs only while decisions want it),
+// from its client's idle probe (one PING every 2 s): when Redis
 // slows in a ramp (first within the budget, then past it), as overload
 // comes, the replica's first call afterwards keeps the fleet protocol. It
 // is neither degraded nor counted towards the breaker, though no call of
@@ -328,6 +330,7 @@ func TestIdleReplicaLearnsSlownessFromItsHeartbeat(t *testing.T) {
 			if _, err := c.Fetch(t.Context(), "warm", o.fn("warm")); err != nil {
 				t.Fatal(err)
 			}
+			pollFor(t, "the idle replica's heartbeat to stop", 10*time.Second, 10*time.Millisecond, func() bool { return !cache.Heartbeating(c) })
 			p.SetLatency(40 * time.Millisecond) // an 80 ms round trip, within the 100 ms budget
 			pollFor(t, "the idle replica's budget to follow the 80 ms round trip", 10*time.Second, 10*time.Millisecond, func() bool {
 				return cache.RedisBudget(c) >= 150*time.Millisecond

@@ -24,7 +24,9 @@
 //   - nemesis.go injects one fault at a time and heals it: Redis killed
 //     (with and without persistence), paused, one replica partitioned, its
 //     connections reset or delayed, pub/sub connections killed, a replica
-//     paused or killed, a Sentinel failover, a Cluster master killed.
+//     paused or killed, a Sentinel failover, a Cluster master killed; and
+//     one that is no fault, a replica left without traffic until its
+//     invalidation heartbeat stops.
 //   - history.go records every operation's invoke and return, inputs and
 //     outputs, every compute and every fault on one clock.
 //   - checker.go (with a property or two in each checker_*.go) and

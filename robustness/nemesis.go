@@ -53,6 +53,7 @@ var nemeses = map[string]func() Nemesis{
 	"pubsub-kill":    func() Nemesis { return &pubsubKill{} },
 	"replica-pause":  func() Nemesis { return &replicaPause{} },
 	"replica-kill":   func() Nemesis { return &replicaKill{} },
+	"replica-idle":   func() Nemesis { return &replicaIdle{} },
 	"failover":       func() Nemesis { return &failover{} },
 	"cluster-master": func() Nemesis { return &clusterMaster{} },
 }
@@ -245,4 +246,33 @@ func isMaster(addr string) bool {
 	defer cancel()
 	role, err := c.Do(ctx, "role").Slice()
 	return err == nil && len(role) > 0 && role[0] == "master"
+}
+
+// replicaIdle stops one replica's traffic (the suite sends it nothing) for
+// at least idleFor while the others go on, invalidations included, then
+// lets it resume. Its invalidation heartbeat runs only while decisions
+// want it, and stops max(3 s, 4·InvalidationWait) after the last (issue
+// 38): idleFor outlasts the calls in flight (up to the traffic's deadline)
+// and that, so the replica's first decisions afterwards find no
+// heartbeat's trust and must read the marks, and see every invalidation
+// made meanwhile. Not a fault: the checker excuses nothing by it.
+type replicaIdle struct {
+	r     *Replica
+	since time.Time
+}
+
+// idleFor is how long the replica-idle nemesis keeps a replica idle, at
+// least.
+const idleFor = 6 * time.Second
+
+func (*replicaIdle) Name() string { return "replica-idle" }
+func (n *replicaIdle) Inject(e *env, rng *rand.Rand) (string, error) {
+	n.r, n.since = e.replicas[rng.IntN(len(e.replicas))], time.Now()
+	n.r.Quiet()
+	return fmt.Sprintf("%s idle (no traffic)", n.r.Name), nil
+}
+func (n *replicaIdle) Heal(*env) error {
+	time.Sleep(time.Until(n.since.Add(idleFor))) // the schedule of the idle spell, not a wait for an event
+	n.r.Unquiet()
+	return nil
 }

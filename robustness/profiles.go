@@ -68,7 +68,19 @@ func Profile(name string) []Scenario {
 			WaitTimeout: 3 * time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
 			BreakerCooldown: 300 * time.Millisecond, InvalidationWait: 500 * time.Millisecond},
 		Nemeses: []string{"overload"}, FaultFor: 2 * time.Second, Calm: time.Second}
-	out := []Scenario{busy, faults, persist, local, slow, overload}
+	// idle: one replica at a time left without traffic long enough for
+	// its invalidation heartbeat to stop (it runs only while decisions
+	// want it, issue 38), while the others write and invalidate; L1 on
+	// and the default InvalidationWait, so that its first decisions after
+	// the idle spell, L1's included, must read the marks again. Entries
+	// outlive the idle spell (TTL above idleFor), so that what it held
+	// before is what those decisions judge.
+	idle := Scenario{Name: "redis-idle", Mode: "redis", Replicas: 3, Clients: 4, Duration: d, Traffic: traffic,
+		Options: wire.Options{Namespace: "ri", TTL: 8 * time.Second, Stale: time.Second,
+			WaitTimeout: time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
+			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 8 * time.Second},
+		Nemeses: []string{"replica-idle"}, FaultFor: time.Second, Calm: time.Second}
+	out := []Scenario{busy, faults, persist, local, slow, overload, idle}
 	if name == "long" {
 		cluster := faults
 		cluster.Name, cluster.Mode, cluster.Options.Namespace = "cluster", "cluster", "rc"

@@ -44,6 +44,40 @@ type Replica struct {
 	dead    chan struct{} // closed when the current process has exited
 	logs    bytes.Buffer  // every incarnation's standard error
 	paused  bool
+	// quiet, while not nil, holds the suite's callers of this replica
+	// back (the replica-idle nemesis); closed when they may go on.
+	quiet chan struct{}
+}
+
+// Quiet holds this replica's callers back before their next operation
+// until Resume: the process runs on, and only its traffic stops.
+func (r *Replica) Quiet() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.quiet == nil {
+		r.quiet = make(chan struct{})
+	}
+}
+
+// Unquiet lets the callers Quiet held back go on.
+func (r *Replica) Unquiet() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.quiet != nil {
+		close(r.quiet)
+		r.quiet = nil
+	}
+}
+
+// waitActive returns once the replica's callers may send: at once, or
+// when Unquiet lets them go on.
+func (r *Replica) waitActive() {
+	r.mu.Lock()
+	q := r.quiet
+	r.mu.Unlock()
+	if q != nil {
+		<-q
+	}
 }
 
 func startReplica(bin string, cfg wire.Config) (*Replica, error) {

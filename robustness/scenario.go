@@ -154,6 +154,7 @@ func (r *run) deploy() (stop func(), err error) {
 // client sends random operations to rep until end.
 func (r *run) client(rep *Replica, rng *rand.Rand, end time.Time) {
 	for time.Now().Before(end) {
+		rep.waitActive()
 		req, update := r.sc.Traffic.next(rng, r.nextID.Add(1))
 		if update {
 			r.origin.Write(req.Key)

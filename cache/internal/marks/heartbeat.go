@@ -45,9 +45,18 @@ func (m *Marks) cover() uint64 {
 // beatVouches reports whether the subscription vouches for s's mark at
 // now: it was read in the live session, after a heartbeat confirmed it,
 // and a heartbeat sent less than trust ago was answered in that session.
+//
+// It is asked only when a read does not vouch for the mark on its own, so
+// it is where a decision wants the heartbeat: it tells the heartbeat so
+// (Want), which keeps it running, or starts a stopped one, whose answer
+// vouches for the decisions that follow; this one is vouched for as it
+// can be now, or reads the marks (see "Demand-driven" in marks.go).
 func (m *Marks) beatVouches(s *markSlot, now int64) bool {
 	if m.Session == nil {
 		return false
+	}
+	if m.Want != nil {
+		m.Want()
 	}
 	b := m.beat.Load()
 	return b != nil && now-b.sent < int64(m.Trust) && s.cov.Load() == b.session && b.session == m.Session()

@@ -42,9 +42,25 @@
 // it (every go-redis reconnect comes with an error to the goroutine that
 // caused it), which withdraws that trust at once: the marks are read again,
 // as above, until a heartbeat of the new session was answered and they
-// were read after it. So an idle process, or one far from Redis, pays no
-// marks read on its requests while its heartbeats are answered within
-// 3δ/4; InvalidateTags keeps its wait of δ.
+// were read after it. So a process far from Redis pays no marks read on
+// its requests while its heartbeats are answered within 3δ/4;
+// InvalidateTags keeps its wait of δ.
+//
+// Demand-driven. The heartbeat runs only while decisions want it: a check
+// that finds no read recent enough to vouch for a mark on its own asks the
+// heartbeat (beatVouches), which tells it so (Want); it starts at once if
+// stopped, and stops after max(3 s, 4δ) without such a check, so that an
+// idle process sends Redis nothing. Nothing in the argument above needs
+// the heartbeats to be continuous: a PONG vouches for what was published
+// before Redis processed its PING, on the socket of its session, however
+// long the gap before it; only the newest answer's trust (δ from its PING)
+// vouches, and it lapses on its own. A decision that finds it lapsed (the
+// first after an idle spell) is judged as if there were no heartbeat at
+// all: by a read sent less than δ before its moment, on the request path
+// if need be, the path every decision on a Cluster takes. The read is
+// still covered (cover): a heartbeat answered earlier in the live session
+// proves the subscription in effect on its socket, so the restarted
+// heartbeat's first answer vouches for the marks read since.
 //
 // A slow or distant Redis. A decision needs a read sent less than δ before
 // its moment (a reading taken after the call began), not a read answered
@@ -254,6 +270,9 @@ type Marks struct {
 	// newest heartbeat answered in it. See "Trusted by the subscription".
 	Session func() uint64
 	beat    atomic.Pointer[heartbeat]
+	// Want tells the heartbeat that a decision wanted its trust (nil: no
+	// heartbeat to tell); see "Demand-driven".
+	Want func()
 	// seen is the highest generation this process has seen (in a mark
 	// read or announced, or a counter read): the floor below which it
 	// never writes the counter (see "Across a loss of Redis's data").

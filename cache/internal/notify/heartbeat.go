@@ -46,36 +46,96 @@ const maxBeatsInFlight = 4
 // from or written to the plain connection after a break was seen.
 func (n *Notifier) Session() uint64 { return n.session.Load() + 1 }
 
-// Heartbeat PINGs the plain connection every `every` until Close, once
-// the permanent subscriptions (Listen) are queued on it; fn is called with the session
-// and the time on clock before the PING was written, for each answer read
-// in the session it was sent in. fn runs on the receiving goroutine, after
-// every message received before the answer was handed to its handler; it
-// may be called after the session moved on and must check. Each PING
-// goes out behind the subscriptions, or go-redis makes them again first
-// on a new socket.
-func (n *Notifier) Heartbeat(every time.Duration, clock func() int64, fn func(session uint64, sent int64)) {
+// Heartbeat PINGs the plain connection every `every` while it is wanted
+// (Want), once the permanent subscriptions (Listen) are queued on it, until
+// Close; fn is called with the session and the time on clock before the
+// PING was written, for each answer read in the session it was sent in.
+// fn runs on the receiving goroutine, after every message received before
+// the answer was handed to its handler; it may be called after the session
+// moved on and must check. Each PING goes out behind the subscriptions, or
+// go-redis makes them again first on a new socket.
+//
+// The heartbeat is demand-driven: it starts stopped, the first Want starts
+// it with a PING at once, and it stops again after idle PINGs in a row
+// with no Want between them (idle < 1: after one). An idle cache so sends
+// nothing. Stopping loses nothing its answers proved: a PONG vouches for
+// what was published on the connection before Redis processed the PING,
+// in the session it was sent in, however long ago the previous one was;
+// the trust it gives lapses on its own (the marks' Trust), and whoever
+// needs it meanwhile reads the marks instead.
+func (n *Notifier) Heartbeat(every time.Duration, idle int, clock func() int64, fn func(session uint64, sent int64)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed || n.beatFn != nil {
 		return
 	}
 	n.beatClock, n.beatFn = clock, fn
+	idle = max(idle, 1)
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
 		t := time.NewTicker(every)
-		defer t.Stop()
+		t.Stop()
 		for {
-			n.beatOnce()
+			// Stopped: wait for a Want.
 			select {
-			case <-t.C:
+			case <-n.beatWake:
 			case <-n.life.Done():
 				return
+			}
+			if !n.beatWanted.Swap(false) {
+				continue // the Want that woke it was counted by a running heartbeat
+			}
+			n.beating.Store(true)
+			t.Reset(every)
+			for quiet := 0; quiet < idle; {
+				n.beatOnce()
+				select {
+				case <-t.C:
+				case <-n.life.Done():
+					return
+				}
+				if n.beatWanted.Swap(false) {
+					quiet = 0
+				} else {
+					quiet++
+				}
+			}
+			t.Stop()
+			n.beating.Store(false)
+			// A Want after the last Swap either saw beating false and
+			// queued a wake, or stored beatWanted before beating went
+			// false and is seen here (both may happen; the extra wake
+			// finds beatWanted taken and is dropped above).
+			if n.beatWanted.Load() {
+				select {
+				case n.beatWake <- struct{}{}:
+				default:
+				}
 			}
 		}
 	}()
 }
+
+// Want tells the heartbeat that a decision wants its answers: it starts at
+// once when stopped, and keeps running while Want is called at least once
+// in every idle PINGs (see Heartbeat). It costs an atomic load when called
+// again before the heartbeat's next PING, so the hit path may call it.
+func (n *Notifier) Want() {
+	if n.beatWanted.Load() {
+		return
+	}
+	n.beatWanted.Store(true)
+	if !n.beating.Load() {
+		select {
+		case n.beatWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Beating reports whether the heartbeat is running (wanted lately).
+func (n *Notifier) Beating() bool { return n.beating.Load() }
 
 // beatOnce queues one heartbeat PING on the plain connection, if it exists
 // and not too many are unanswered.

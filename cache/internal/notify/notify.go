@@ -61,6 +61,11 @@ type Notifier struct {
 	// beatClock and beatFn are the heartbeat's (heartbeat.go); nil: none.
 	beatClock func() int64
 	beatFn    func(session uint64, sent int64)
+	// beatWanted: a Want since the heartbeat's last PING; beating: the
+	// heartbeat runs; beatWake starts a stopped one (heartbeat.go).
+	beatWanted atomic.Bool
+	beating    atomic.Bool
+	beatWake   chan struct{}
 	// OnReset runs after the plain connection broke: notifications may
 	// have been missed.
 	OnReset func()
@@ -122,7 +127,7 @@ func New(rdb redis.UniversalClient, closed error) *Notifier {
 	return &Notifier{
 		rdb: rdb, cluster: cc,
 		conns: make(map[string]*psConn), chans: make(map[string]*channelState),
-		lost: make(map[string]struct{}), kick: make(chan struct{}, 1),
+		lost: make(map[string]struct{}), kick: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
 		closedErr: closed, life: life, end: end,
 	}
 }

@@ -17,7 +17,8 @@
 // Where it lives: store.go the type, its hooks and Redis' health (PING,
 // the addresses, the slot map); group.go the shared GET of the hit path;
 // read.go the reads; write.go Set, Delete and Expire; fill.go claims and
-// fills; lease.go a lease kept alive; marks.go the counter and the marks.
+// fills; lease.go a lease kept alive; marks.go the counter and the marks;
+// idle_probe.go the PING that keeps an idle client's budget learning.
 package redisstore
 
 import (
