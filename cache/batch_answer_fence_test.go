@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/leakcheck"
 )
 
 // A batch answers its caller once, when its last key has an answer: the
@@ -142,7 +143,7 @@ type waiting struct{ waits, joining, inWait int }
 
 func batchWaiters() waiting {
 	var w waiting
-	for g := range strings.SplitSeq(goroutines(), "\n\n") {
+	for g := range strings.SplitSeq(leakcheck.Stacks(), "\n\n") {
 		if !strings.Contains(g, "stampede/cache.(*Cache[...]).manyAttempt") {
 			continue
 		}

@@ -2,8 +2,6 @@ package cache_test
 
 import (
 	"context"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
+	"github.com/stampede-go/stampede/internal/leakcheck"
 	"github.com/stampede-go/stampede/internal/redistest"
 )
 
@@ -91,27 +90,7 @@ func TestNotificationAnswersAWaiterWhosePollIsInFlight(t *testing.T) {
 
 // waits counts the goroutines of the test's process in a wait for another
 // replica's fill.
-func waits() int {
-	n := 0
-	for g := range strings.SplitSeq(goroutines(), "\n\n") {
-		if strings.Contains(g, "stampede/cache.(*Cache[...]).wait(") {
-			n++
-		}
-	}
-	return n
-}
-
-// goroutines is every goroutine's stack.
-func goroutines() string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return string(buf[:n])
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
+func waits() int { return leakcheck.CountFrames("stampede/cache.(*Cache[...]).wait(") }
 
 // getsInFlight counts the GETs a client sent and those answered.
 type getsInFlight struct{ sent, answered atomic.Int64 }

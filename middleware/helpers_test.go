@@ -145,6 +145,12 @@ func sendRequest(t *testing.T, req *http.Request, hdr map[string]string) reply {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readReply(t, res)
+}
+
+// readReply reads res whole and closes its body.
+func readReply(t *testing.T, res *http.Response) reply {
+	t.Helper()
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
@@ -222,10 +228,5 @@ func rawGet(t *testing.T, base, target string, hdr ...string) reply {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reply{status: res.StatusCode, header: res.Header, body: string(b)}
+	return readReply(t, res)
 }

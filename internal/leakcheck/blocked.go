@@ -29,7 +29,7 @@ func WaitBlocked(t testing.TB, frame string, n int, timeout time.Duration) {
 // CountFrames returns the number of goroutines whose stack contains frame.
 func CountFrames(frame string) int {
 	c := 0
-	for _, g := range strings.Split(allStacks(), "\n\n") {
+	for _, g := range strings.Split(Stacks(), "\n\n") {
 		if strings.Contains(g, frame) {
 			c++
 		}
@@ -37,8 +37,8 @@ func CountFrames(frame string) int {
 	return c
 }
 
-// allStacks returns the stacks of every goroutine.
-func allStacks() string {
+// Stacks returns the stacks of every goroutine, separated by blank lines.
+func Stacks() string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)

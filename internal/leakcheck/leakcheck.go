@@ -24,7 +24,7 @@ func Find(timeout time.Duration) []string {
 }
 
 func interesting() []string {
-	buf := allStacks()
+	buf := Stacks()
 	var out []string
 	stacks := strings.Split(buf, "\n\n")
 	for i, g := range stacks {
