@@ -18,14 +18,22 @@ import (
 // and the handler run works on it, so that the key is what the handler
 // sees.
 func (h *handler) admit(r *http.Request) *http.Request {
+	// Fields count by presence, on any of their lines: an empty first line
+	// must not hide a credential on the second from the rule (a handler
+	// may read every line).
+	present := func(name string) bool { return len(r.Header[name]) > 0 }
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead,
-		!h.opts.CacheAuthorized && r.Header.Get("Authorization") != "",
-		r.Header.Get("Upgrade") != "",
+		!h.opts.CacheAuthorized && present("Authorization"),
+		present("Proxy-Authorization"),
+		// A client certificate is a credential no header shows: the key
+		// cannot hold it (RFC 9111 §3.5 applies as to Authorization).
+		r.TLS != nil && len(r.TLS.PeerCertificates) > 0,
+		present("Upgrade"),
 		// Nothing of a no-store request or its response may be stored
 		// (RFC 9111 §5.2.1.5); like Authorization, it costs its sender a
 		// handler run of its own.
-		r.Header.Get("Cache-Control") != "" && parseCacheControl(r.Header).noStore:
+		present("Cache-Control") && parseCacheControl(r.Header).noStore:
 		return nil
 	}
 	cookie, rewrite, ok := h.opts.cookieHeader(r)

@@ -6,11 +6,20 @@ package middleware_test
 // cookie the key holds reaches a Redis key name or a log line.
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
@@ -111,5 +120,86 @@ func TestCredentialsAndCookiesNeverReachRedisKeysOrLogs(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "secret") {
 		t.Errorf("a log line holds a credential:\n%s", logs.String())
+	}
+}
+
+// A credential passes by the cache whatever line it is on: an empty first
+// Authorization line does not hide a second, and Proxy-Authorization counts
+// too (a handler may read any line).
+func TestCredentialOnAnyLinePassesByTheCache(t *testing.T) {
+	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		user := ""
+		for _, name := range []string{"Authorization", "Proxy-Authorization"} {
+			for _, v := range r.Header.Values(name) {
+				if v != "" {
+					user = strings.TrimPrefix(v, "Bearer ")
+				}
+			}
+		}
+		if user == "" {
+			http.Error(w, "login first", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(w, "inbox of %s", user)
+	}}
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
+	for _, attack := range [][]string{
+		{"Authorization", "", "Authorization", "Bearer alice"},
+		{"Proxy-Authorization", "Bearer alice"},
+	} {
+		if r := rawGet(t, srv.URL, "/inbox", attack...); r.header.Get("X-Cache") != "BYPASS" {
+			t.Errorf("%q: %s %q, want BYPASS", attack, r.header.Get("X-Cache"), r.body)
+		}
+		if r := rawGet(t, srv.URL, "/inbox"); strings.Contains(r.body, "alice") {
+			t.Fatalf("after %q an anonymous request got %s %q", attack, r.header.Get("X-Cache"), r.body)
+		}
+	}
+}
+
+// A TLS client certificate is a credential that no header shows, so the
+// key cannot hold it: a request that presents one passes by the cache.
+func TestClientCertificatePassesByTheCache(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			http.Error(w, "client certificate required", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(w, "account page of %s", r.TLS.PeerCertificates[0].Subject.CommonName)
+	})
+	srv := httptest.NewUnstartedServer(middleware.CacheWithOptions(newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{})(h))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "alice"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := srv.Client()
+	alice.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}
+	// A client of its own (srv.Client() is one client): no certificate,
+	// and the loopback test server's certificate trusted as it is.
+	anonymous := &http.Client{Timeout: requestBound, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	t.Cleanup(anonymous.CloseIdleConnections)
+	fetch := func(c *http.Client) reply {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/account", nil)
+		req.Host = host
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readReply(t, res)
+	}
+	if r := fetch(alice); r.body != "account page of alice" || r.header.Get("X-Cache") != "BYPASS" {
+		t.Fatalf("alice: %s %q, want her page, BYPASS", r.header.Get("X-Cache"), r.body)
+	}
+	if r := fetch(anonymous); r.status != http.StatusUnauthorized {
+		t.Fatalf("a client without a certificate got %d %s %q", r.status, r.header.Get("X-Cache"), r.body)
 	}
 }

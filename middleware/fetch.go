@@ -106,7 +106,11 @@ func (f *fetch) compute(ctx context.Context) (Response, error) {
 		// nothing of this run streams to a client that did not ask.
 		runLive = nil
 	}
-	resp, err := f.h.run(ctx, req, runLive)
+	var departed <-chan struct{} // the request leaves: the run goes on detached
+	if live != nil {
+		departed = live.gone
+	}
+	resp, err := f.h.run(ctx, req, runLive, departed)
 	var hp *handlerPanic
 	if live != nil && errors.As(err, &hp) {
 		f.setOwn(&produced{panicked: hp})
@@ -141,8 +145,11 @@ func (p *handlerPanic) Error() string {
 // run runs the handler once on a copy of req, detached from every client,
 // and returns its complete response. live is the client it passes 1xx
 // responses to, and streams the response to when the handler flushes or
-// outgrows MaxBodyBytes (then run returns a *notStored).
-func (h *handler) run(ctx context.Context, req *http.Request, live *lender) (Response, error) {
+// outgrows MaxBodyBytes (then run returns a *notStored); departed closes
+// when the request that started the run leaves (nil for a background
+// refresh), which it may do whether or not the run streams to it (a
+// revalidating run does not).
+func (h *handler) run(ctx context.Context, req *http.Request, live *lender, departed <-chan struct{}) (Response, error) {
 	hctx, cancel := context.WithCancel(req.Context())
 	done := make(chan struct{})
 	rec := newRecorder(h.opts.MaxBodyBytes, live, cancel, done)
@@ -156,10 +163,7 @@ func (h *handler) run(ctx context.Context, req *http.Request, live *lender) (Res
 		}()
 		h.next.ServeHTTP(rec, forRun(hctx, req))
 	}()
-	var left <-chan struct{} // closed when the request that started the run leaves
-	if live != nil {
-		left = live.gone
-	}
+	left := departed
 	for waiting := true; waiting; {
 		select {
 		case <-done:

@@ -11,7 +11,7 @@ import (
 )
 
 // Key returns the default cache key of r: the method class (HEAD shares
-// GET's entries), host, path (decoded and as sent, so that two requests
+// GET's entries), host as sent, scheme (r.TLS), path (decoded and as sent, so that two requests
 // share a key only where a router and the handler see the same path) and
 // query as sent (a handler that reads the query raw sees exactly what the
 // key holds), the forwarding headers a handler may build links from
@@ -33,7 +33,14 @@ func Key(r *http.Request, vary []string) string {
 		b.WriteString(s)
 	}
 	part(method)
-	part(strings.ToLower(r.Host))
+	// The host as sent (a router matches host patterns as sent), and the
+	// scheme the request came over.
+	part(r.Host)
+	if r.TLS != nil {
+		part("https")
+	} else {
+		part("http")
+	}
 	path := r.URL.Path
 	if path == "" {
 		path = "/"
@@ -71,8 +78,10 @@ func Key(r *http.Request, vary []string) string {
 // the same values and shares the same entries.
 var forwardingHeaders = []string{
 	"Forwarded", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Scheme",
-	"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Server", "X-Host",
-	"X-Original-Url", "X-Rewrite-Url", "X-Http-Method-Override",
+	"X-Forwarded-Protocol", "X-Forwarded-Ssl", "X-Url-Scheme", "Front-End-Https",
+	"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Server", "X-Forwarded-Uri",
+	"X-Forwarded-Path", "X-Host", "X-Original-Host", "X-Original-Url", "X-Rewrite-Url",
+	"X-Http-Method-Override",
 }
 
 // forwardedHostProto returns the host and proto parameters of a Forwarded

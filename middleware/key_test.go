@@ -3,7 +3,6 @@ package middleware
 import (
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 )
@@ -19,7 +18,6 @@ func request(host, path, rawQuery, lang string) *http.Request {
 func TestKeyParts(t *testing.T) {
 	vary := []string{"Accept-Language"}
 	same := [][2]*http.Request{
-		{request("a.example", "/p", "x=1&y=2", ""), request("A.example", "/p", "x=1&y=2", "")},
 		{request("h", "/p", "", "en"), request("h", "/p", "", "en")},
 	}
 	for _, p := range same {
@@ -32,6 +30,8 @@ func TestKeyParts(t *testing.T) {
 		{request("h", "/p", "", "en"), request("h", "/p", "", "fr")},
 		{request("h", "/a", "b", ""), request("h", "/a?b", "", "")},
 		{request("h1", "/p", "", ""), request("h", "1/p", "", "")},
+		// The host as sent: a router matches host patterns as sent.
+		{request("a.example", "/p", "", ""), request("A.example", "/p", "", "")},
 		{request("h", "/p", "x=1&x=2", ""), request("h", "/p", "x=2&x=1", "")}, // value order matters
 		// The query as sent: a handler reading RawQuery sees each form.
 		{request("h", "/p", "x=1&y=2", ""), request("h", "/p", "y=2&x=1", "")},
@@ -70,7 +70,7 @@ func FuzzKey(f *testing.F) {
 		if k1 != Key(r1, vary) {
 			t.Fatal("Key is not deterministic")
 		}
-		sameParts := strings.EqualFold(h1, h2) && requestPath(r1) == requestPath(r2) &&
+		sameParts := h1 == h2 && requestPath(r1) == requestPath(r2) &&
 			q1 == q2 &&
 			fieldValue(r1.Header.Values("Accept-Language")) == fieldValue(r2.Header.Values("Accept-Language"))
 		if (k1 == k2) != sameParts {

@@ -126,3 +126,98 @@ func TestInvalidTargetedFieldDoesNotOverrideNoStore(t *testing.T) {
 		t.Fatalf("a no-store response was stored: %s %q", r.header.Get("X-Cache"), r.body)
 	}
 }
+
+// The host as sent: net/http's ServeMux matches host patterns as sent, so
+// a request whose host differs only in case may reach another route, and
+// must not share the real host's entry.
+func TestKeyHoldsTheHostAsSent(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+host+"/page", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "the real page")
+	})
+	mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "fallback site for host %s", r.Host)
+	})
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, mux)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/page", nil)
+	req.Host = strings.ToUpper(host)
+	sendRequest(t, req, nil)
+	if r := get(t, srv.URL+"/page", nil); r.body != "the real page" {
+		t.Fatalf("the real host's request got %s %q", r.header.Get("X-Cache"), r.body)
+	}
+}
+
+// The scheme: one handler behind a plain and a TLS listener builds links
+// with the scheme it was reached over, and an https client must not get
+// the plain request's http:// links.
+func TestKeyHoldsTheScheme(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		fmt.Fprintf(w, `<script src="%s://%s/app.js"></script>`, scheme, r.Host)
+	})
+	mw := middleware.CacheWithOptions(newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{})(h)
+	plain := httptest.NewServer(mw)
+	t.Cleanup(plain.Close)
+	secure := httptest.NewTLSServer(mw)
+	t.Cleanup(secure.Close)
+	get(t, plain.URL+"/page", nil)
+	req, _ := http.NewRequest(http.MethodGet, secure.URL+"/page", nil)
+	req.Host = host
+	res, err := secure.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := readReply(t, res); strings.Contains(r.body, "http://") {
+		t.Fatalf("an https client got the plain request's page: %s %q", r.header.Get("X-Cache"), r.body)
+	}
+}
+
+// The scheme headers frameworks read besides X-Forwarded-Proto (Echo's
+// Context.Scheme reads X-Url-Scheme verbatim) are keyed too.
+func TestSchemeHeadersCannotPoisonTheEntry(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme := "http"
+		for _, name := range []string{"X-Forwarded-Proto", "X-Forwarded-Protocol", "X-Url-Scheme"} {
+			if v := r.Header.Get(name); v != "" {
+				scheme = v
+				break
+			}
+		}
+		if r.Header.Get("X-Forwarded-Ssl") == "on" || r.Header.Get("Front-End-Https") == "on" {
+			scheme = "https://evil.example/x.js#"
+		}
+		fmt.Fprintf(w, `<script src="%s://%s/app.js"></script>`, scheme, r.Host)
+	})
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
+	for _, attack := range []map[string]string{
+		{"X-Url-Scheme": "https://evil.example/x.js#"},
+		{"X-Forwarded-Protocol": "https://evil.example/x.js#"},
+		{"X-Forwarded-Ssl": "on"},
+		{"Front-End-Https": "on"},
+	} {
+		get(t, srv.URL+"/page", attack)
+		if r := get(t, srv.URL+"/page", nil); strings.Contains(r.body, "evil") {
+			t.Fatalf("after %v a plain request got %s %q", attack, r.header.Get("X-Cache"), r.body)
+		}
+	}
+}
+
+// A handler that writes response fields under non-canonical names (copied
+// from an HTTP/2 or gRPC source) sends them to its client as written; the
+// storage rules see them too: a lower-case set-cookie or cache-control
+// keeps the response to its own request.
+func TestNonCanonicalResponseFieldsAreJudged(t *testing.T) {
+	h := &counting{write: func(w http.ResponseWriter, r *http.Request, n int32) {
+		w.Header()["set-cookie"] = []string{fmt.Sprintf("session=user%d; HttpOnly", n)}
+		w.Header()["cache-control"] = []string{"private"}
+		fmt.Fprintf(w, "page for user%d", n)
+	}}
+	srv := serve(t, newResponses(t, redistest.Client(t), cache.Options{}), middleware.Options{}, h)
+	rawGet(t, srv.URL, "/p")
+	if r := rawGet(t, srv.URL, "/p"); r.body != "page for user2" {
+		t.Fatalf("the second client got %s %q (Set-Cookie %q)", r.header.Get("X-Cache"), r.body, r.header.Get("Set-Cookie"))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/textproto"
 	"sync"
 )
 
@@ -183,6 +184,7 @@ func (rec *recorder) result() (Response, error) {
 	if status == 0 { // the handler wrote nothing
 		status, hdr = http.StatusOK, rec.header.Clone()
 	}
+	hdr = canonicalHeader(hdr)
 	dropHopByHop(hdr)
 	return Response{Status: status, Header: hdr, Body: bytes.Clone(rec.body.Bytes())}, nil
 }
@@ -318,3 +320,21 @@ func (p *passThrough) Flush() {
 
 // Unwrap returns the client's writer, for http.ResponseController.
 func (p *passThrough) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// canonicalHeader returns h with every field under its canonical name: a
+// handler that writes h["set-cookie"] sends it to its client as
+// Set-Cookie, and the storage rules, which look fields up canonically, must
+// see it too.
+func canonicalHeader(h http.Header) http.Header {
+	for name := range h {
+		if textproto.CanonicalMIMEHeaderKey(name) != name {
+			out := make(http.Header, len(h))
+			for k, v := range h {
+				ck := textproto.CanonicalMIMEHeaderKey(k)
+				out[ck] = append(out[ck], v...)
+			}
+			return out
+		}
+	}
+	return h
+}
