@@ -106,9 +106,16 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	marker := Response{VaryOn: full, Generation: generation}
 	if f.key != f.urlKey && len(tags) == 0 { // tagged: unfenced (see above), f.key's marker leads there
 		// The URL's marker learns the longer list (its entry keeps the
-		// cache's TTL); until then this key's marker leads there.
-		if err := h.c.Set(ctx, f.urlKey, marker); err != nil {
-			h.logFailure(f.tmpl.get(), "marker not updated", err)
+		// cache's TTL); until then this key's marker leads there. Only a
+		// marker of this run's generation is replaced: one an unsafe
+		// request deleted while the run went on (a new generation, or
+		// none) must not be pointed back at the variants it retired.
+		// (A read, then a write: a deletion between the two is not
+		// seen. The window is theirs, no longer the run's.)
+		if cur, found, err := h.c.Get(ctx, f.urlKey); err == nil && found && cur.Generation == f.generation {
+			if err := h.c.Set(ctx, f.urlKey, marker); err != nil {
+				h.logFailure(f.tmpl.get(), "marker not updated", err)
+			}
 		}
 	}
 	// A marker holds no content, only where the variants are: it lives at
