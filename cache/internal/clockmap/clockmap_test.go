@@ -103,7 +103,7 @@ func TestWeightedBound(t *testing.T) {
 			}
 			delete(held, e)
 		})
-		if c := m.cost(); c > maxCost {
+		if c := m.Cost(); c > maxCost {
 			t.Fatalf("after %d puts the map holds cost %d, over its bound %d", i+1, c, maxCost)
 		}
 	}
@@ -124,29 +124,18 @@ func TestWeightedBound(t *testing.T) {
 	if _, ok := m.Get("big", 0); ok {
 		t.Fatal("an entry over a shard's share of the bound was stored, or left its key's old entry")
 	}
-	before := m.cost()
+	before := m.Cost()
 	store("k", 5, func(string) {})
 	store("k", 7, func(string) {})
-	if got := m.cost() - before; got > 7 {
+	if got := m.Cost() - before; got > 7 {
 		t.Fatalf("a replacement added %d to the cost, want at most its own 7", got)
 	}
 	m.Clear()
-	if c := m.cost(); c != 0 {
+	if c := m.Cost(); c != 0 {
 		t.Fatalf("cost after Clear = %d", c)
 	}
 }
 
-// cost is the sum of the costs held .
-func (c *Map[T]) cost() int64 {
-	var n int64
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		n += s.cost
-		s.mu.Unlock()
-	}
-	return n
-}
 
 // TestPutWeighted pins Put's weighed form (the process-local store's
 // writes): it reports whether the entry was stored, Fits says beforehand,
