@@ -136,7 +136,6 @@ func TestWeightedBound(t *testing.T) {
 	}
 }
 
-
 // TestPutWeighted pins Put's weighed form (the process-local store's
 // writes): it reports whether the entry was stored, Fits says beforehand,
 // Cost stays within the bound however many puts come, and an entry too
