@@ -231,9 +231,10 @@ func freshen(stored, notModified Response) Response {
 	out := Response{Status: stored.Status, Header: stored.Header.Clone(), Body: stored.Body}
 	out.Header.Del("Age") // the 304's Date and Age (or the time of validation) are the new ones
 	out.Header.Del("Date")
-	nominated := connectionOptions(notModified.Header)
+	// The 304 comes from a handler run, whose recorder already dropped the
+	// fields its Connection named (dropHopByHop).
 	for name, values := range notModified.Header {
-		if name == "Content-Length" || slices.Contains(hopByHop, name) || slices.Contains(nominated, name) {
+		if name == "Content-Length" || slices.Contains(hopByHop, name) {
 			continue
 		}
 		out.Header[name] = slices.Clone(values)
