@@ -276,7 +276,7 @@ func TestWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
 			// the step's timer fires late.
 			nd, ok := tryWithin(noDeadline, 5*time.Second+5*time.Second/2)
 			if !ok {
-				t.Errorf("a waiter without deadline still waits one budget after Close returned")
+				t.Errorf("a waiter without deadline still waits one budget after Close returned; goroutines:\n%s", stampedeStacks())
 				p.SetPartition(false)
 				nd = <-noDeadline
 			}

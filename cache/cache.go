@@ -160,7 +160,11 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		return nil, err
 	}
 	c.redis, c.store = rs, rs
-	c.marks.Read, c.marks.Available, c.marks.Patience = rs.readMarks, rs.available, marksPatience(rs.p.Budget(), opts.WaitTimeout)
+	// A closed cache sends no marks read: a call in flight across Close
+	// judges by what this process knows, as when Redis is down, rather
+	// than start a Redis step after Close returned.
+	marksAvailable := func() bool { return !c.closedFlag.Load() && rs.available() }
+	c.marks.Read, c.marks.Available, c.marks.Patience = rs.readMarks, marksAvailable, marksPatience(rs.p.Budget(), opts.WaitTimeout)
 	if opts.DegradedTTL > 0 {
 		c.kept = clockmap.NewWeighted[entry[V]](opts.MaxLocalEntries, opts.MaxLocalBytes)
 	}

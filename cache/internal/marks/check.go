@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Checking an entry against the marks (marks.go): a verdict from what this
@@ -112,6 +113,15 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 	var err error
 	known := state // a soft invalidation known already stays one if the marks cannot be read
 	again := fence // CheckFence may read once more after a late answer
+	begun := m.Mono()
+	if fence {
+		// The fence's reads end within two reads' bounds of its start, the
+		// one sent again after a failure or a late answer included: a
+		// silent Redis costs the fence that much, not maxMarkReads bounds.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*m.readBound())
+		defer cancel()
+	}
 	for range maxMarkReads {
 		if m.Available != nil && !m.Available() {
 			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", m.ErrUnavailable)
@@ -123,7 +133,7 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 		// Unknown there lets the answer through unchecked, which a read
 		// slowed past its bound by load must not do.
 		if err = m.refresh(ctx, unsure); err != nil {
-			if !fence || ctx.Err() != nil {
+			if !fence || ctx.Err() != nil || m.Mono()-begun >= 2*int64(m.readBound()) {
 				break
 			}
 			continue
@@ -188,11 +198,7 @@ func (m *Marks) vouched(tags []string, gen uint64, now int64) (bool, State) {
 // round trip after a slow one, as a Redis step's budget does.
 func (m *Marks) refresh(ctx context.Context, tags []string) error {
 	_, _, err := m.reads.Do(ctx, strings.Join(tags, " "), func(ctx context.Context) (struct{}, error) {
-		bound := m.Trust
-		if m.Patience != nil {
-			bound = max(bound, m.Patience())
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.readBound())
 		defer cancel()
 		cov := m.cover() // before the read is sent
 		sent := m.Mono()
@@ -209,6 +215,15 @@ func (m *Marks) refresh(ctx context.Context, tags []string) error {
 		return struct{}{}, nil
 	})
 	return err
+}
+
+// readBound is how long one marks read may take: trust or the round trip
+// Redis shows (Patience), whichever is longer.
+func (m *Marks) readBound() time.Duration {
+	if m.Patience != nil {
+		return max(m.Trust, m.Patience())
+	}
+	return m.Trust
 }
 
 // refreshAsync re-reads tag's mark in the background, before its trust

@@ -208,6 +208,29 @@ func TestMarksFenceRetriesAFailedRead(t *testing.T) {
 	}
 }
 
+// A silent Redis costs the fence two reads' bounds, not one bound per
+// read it may send: the failed reads are sent again only within that
+// time. (It cost maxMarkReads bounds, and a waiter answered a budget late.)
+func TestMarksFenceOnASilentRedisCostsTwoReadBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int32
+		const patience = 300 * time.Millisecond // above Trust: the round trip Redis showed lately
+		m := &Marks{Trust: 100 * time.Millisecond, Base: time.Now().Add(-time.Hour), Spawn: func(string, func(context.Context)) {},
+			Patience: func() time.Duration { return patience },
+			Read: func(ctx context.Context, tags []string) ([]Mark, error) {
+				reads.Add(1)
+				<-ctx.Done() // Redis never answers
+				return nil, ctx.Err()
+			}}
+		start := time.Now()
+		st, err := m.CheckFence(context.Background(), Stamp{Gen: 3})
+		if took := time.Since(start); st != Unknown || err == nil || took != 2*patience || reads.Load() != 2 {
+			t.Errorf("fence on a silent Redis: %d %v after %d reads and %s, want Unknown with an error after 2 reads and %s",
+				st, err, reads.Load(), took, 2*patience)
+		}
+	})
+}
+
 // Process-local marks are the truth: never read, never stale.
 func TestMarksLocal(t *testing.T) {
 	m := &Marks{Local: true}
