@@ -1,9 +1,12 @@
-// Package docs holds the documentation's own test: every Go block in
-// README.md and docs/*.md is compiled by a test or marked as a fragment,
-// and every relative link points at a file and heading that exist.
+// Package docs holds the documentation's own test: every Go block of
+// docs/*.md is a file of examples/, or a marked region of one, that the
+// example's own test compiles and runs; the README's are that too or marked
+// as fragments; and every relative link points at a file and heading that
+// exist.
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,8 +25,16 @@ const firstProgramMarker = "<!-- examples/firstprogram/main.go: a test checks th
 // observability.md).
 var fileMarker = regexp.MustCompile(`^<!-- (examples/[a-z0-9]+/main\.go): a test checks that this block is that file -->$`)
 
-// fragmentMarker, on the line before a Go block, marks it as a fragment; so
-// does the info string "go fragment".
+// regionMarker, on the line before a Go block of any page, says that the
+// block is a region of that file of examples/: the lines between
+// "// docs:begin NAME" and "// docs:end NAME", less the indentation they
+// share. The example's own test compiles and runs the file; this package's
+// test compares the block with the region.
+var regionMarker = regexp.MustCompile(`^<!-- (examples/[a-z0-9]+/main\.go) region ([a-z0-9-]+): a test checks that this block is that part of the file -->$`)
+
+// fragmentMarker, on the line before a Go block of the README, marks it as a
+// fragment; so does the info string "go fragment". docs/*.md holds none
+// (issue 41): every Go block there is a file or a region of examples/.
 const fragmentMarker = "<!-- fragment -->"
 
 // maxREADMEBytes keeps the README a front door (issue 27).
@@ -41,12 +52,14 @@ func pages(t *testing.T) []string {
 
 var fence = regexp.MustCompile("^\\s*(```+|~~~+)\\s*(.*)$")
 
-// block is a fenced code block: where it starts, its info string, and the
-// non-blank line before it.
+// block is a fenced code block: where it starts, its info string, the
+// non-blank line before it, and its text (the lines between the fences, each
+// ending in a newline).
 type block struct {
 	line int
 	info string
 	prev string
+	text string
 }
 
 // blocks returns the fenced code blocks of a markdown text.
@@ -62,6 +75,8 @@ func blocks(text string) []block {
 			open = m[1]
 		case open != "" && m != nil && m[2] == "" && strings.HasPrefix(m[1], open):
 			open = ""
+		case open != "":
+			out[len(out)-1].text += line + "\n"
 		}
 		if strings.TrimSpace(line) != "" {
 			prev = strings.TrimSpace(line)
@@ -84,6 +99,86 @@ func isGo(info string) (goBlock, fragment bool) {
 	return true, false
 }
 
+// region returns the lines of src between "// docs:begin name" and
+// "// docs:end name", less the leading white space they all share, or an
+// error when there is not exactly one such region.
+func region(src, name string) (string, error) {
+	begin, end := "// docs:begin "+name, "// docs:end "+name
+	var lines []string
+	found, in := 0, false
+	for _, line := range strings.Split(src, "\n") {
+		switch strings.TrimSpace(line) {
+		case begin:
+			if in {
+				return "", fmt.Errorf("%q inside the region it opens", begin)
+			}
+			found++
+			in = true
+			continue
+		case end:
+			if !in {
+				return "", fmt.Errorf("%q without %q before it", end, begin)
+			}
+			in = false
+			continue
+		}
+		if in {
+			lines = append(lines, line)
+		}
+	}
+	switch {
+	case found == 0:
+		return "", fmt.Errorf("no line %q", begin)
+	case found > 1:
+		return "", fmt.Errorf("%d lines %q, want 1", found, begin)
+	case in:
+		return "", fmt.Errorf("no line %q after %q", end, begin)
+	case len(lines) == 0:
+		return "", fmt.Errorf("region %q is empty", name)
+	}
+	indent, first := "", true
+	for _, line := range lines {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		lead := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		if first {
+			indent, first = lead, false
+		}
+		for !strings.HasPrefix(lead, indent) {
+			indent = indent[:len(indent)-1]
+		}
+	}
+	var b strings.Builder
+	for _, line := range lines {
+		b.WriteString(strings.TrimPrefix(line, indent) + "\n")
+	}
+	return b.String(), nil
+}
+
+// checkExample checks that file (relative to the repository) exists beside
+// the main_test.go that runs it, and that text is want, what the page
+// should show.
+func checkExample(t *testing.T, page string, b block, file string, want func(src string) (string, error)) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", file))
+	if err != nil {
+		t.Errorf("%s:%d: the block is said to be %s: %v", page, b.line, file, err)
+		return
+	}
+	if _, err := os.Stat(filepath.Join("..", filepath.Dir(file), "main_test.go")); err != nil {
+		t.Errorf("%s:%d: no test of %s runs the block: %v", page, b.line, file, err)
+	}
+	text, err := want(string(src))
+	if err != nil {
+		t.Errorf("%s:%d: %s: %v", page, b.line, file, err)
+		return
+	}
+	if b.text != text {
+		t.Errorf("%s:%d: the block differs from %s: copy it into the page\n--- page\n%s--- %s\n%s", page, b.line, file, b.text, file, text)
+	}
+}
+
 func TestGoBlocksAreCompiledOrFragments(t *testing.T) {
 	firstPrograms := 0
 	for _, page := range pages(t) {
@@ -94,24 +189,42 @@ func TestGoBlocksAreCompiledOrFragments(t *testing.T) {
 		for _, b := range blocks(string(text)) {
 			goBlock, fragment := isGo(b.info)
 			switch {
-			case !goBlock, fragment, b.prev == fragmentMarker:
+			case !goBlock:
+			case fragment, b.prev == fragmentMarker:
 			case page == "../README.md" && b.prev == firstProgramMarker:
 				firstPrograms++
 			case fileMarker.MatchString(b.prev):
 				file := fileMarker.FindStringSubmatch(b.prev)[1]
-				if _, err := os.Stat(filepath.Join("..", file)); err != nil {
-					t.Errorf("%s:%d: the block is said to be %s: %v", page, b.line, file, err)
-				}
-				if _, err := os.Stat(filepath.Join("..", filepath.Dir(file), "main_test.go")); err != nil {
-					t.Errorf("%s:%d: no test of %s checks the block: %v", page, b.line, file, err)
-				}
+				checkExample(t, page, b, file, func(src string) (string, error) { return src, nil })
+			case regionMarker.MatchString(b.prev):
+				m := regionMarker.FindStringSubmatch(b.prev)
+				checkExample(t, page, b, m[1], func(src string) (string, error) { return region(src, m[2]) })
 			default:
-				t.Errorf("%s:%d: a Go block that no test compiles: mark it ```go fragment (or %s on the line before), or make it a compiled example (a file of examples/ named on the line before, as observability.md's)", page, b.line, fragmentMarker)
+				t.Errorf("%s:%d: a Go block that no test compiles: make it a compiled example, a file of examples/ (or a region of one) named on the line before, as observability.md's and cache.md's are", page, b.line)
 			}
 		}
 	}
 	if firstPrograms != 1 {
 		t.Errorf("README.md: %d blocks after %q, want 1 (the first program)", firstPrograms, firstProgramMarker)
+	}
+}
+
+func TestRegion(t *testing.T) {
+	src := "package main\n\nfunc main() {\n\t// docs:begin a\n\tx := 1\n\n\tif x > 0 {\n\t\tx++\n\t}\n\t// docs:end a\n}\n"
+	got, err := region(src, "a")
+	if want := "x := 1\n\nif x > 0 {\n\tx++\n}\n"; err != nil || got != want {
+		t.Errorf("region a = %q, %v; want %q", got, err, want)
+	}
+	for name, src := range map[string]string{
+		"missing":   "x\n",
+		"unclosed":  "// docs:begin a\nx\n",
+		"twice":     "// docs:begin a\nx\n// docs:end a\n// docs:begin a\ny\n// docs:end a\n",
+		"end first": "// docs:end a\n// docs:begin a\nx\n// docs:end a\n",
+		"empty":     "// docs:begin a\n// docs:end a\n",
+	} {
+		if got, err := region(src, "a"); err == nil {
+			t.Errorf("%s: region = %q, want an error", name, got)
+		}
 	}
 }
 
