@@ -100,8 +100,9 @@ func isGo(info string) (goBlock, fragment bool) {
 }
 
 // region returns the lines of src between "// docs:begin name" and
-// "// docs:end name", less the leading white space they all share, or an
-// error when there is not exactly one such region.
+// "// docs:end name", less the leading white space they all share and the
+// blank lines at either end (gofmt puts one between a function and a
+// comment after it), or an error when there is not exactly one such region.
 func region(src, name string) (string, error) {
 	begin, end := "// docs:begin "+name, "// docs:end "+name
 	var lines []string
@@ -125,6 +126,12 @@ func region(src, name string) (string, error) {
 		if in {
 			lines = append(lines, line)
 		}
+	}
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
 	}
 	switch {
 	case found == 0:
@@ -210,7 +217,7 @@ func TestGoBlocksAreCompiledOrFragments(t *testing.T) {
 }
 
 func TestRegion(t *testing.T) {
-	src := "package main\n\nfunc main() {\n\t// docs:begin a\n\tx := 1\n\n\tif x > 0 {\n\t\tx++\n\t}\n\t// docs:end a\n}\n"
+	src := "package main\n\nfunc main() {\n\t// docs:begin a\n\tx := 1\n\n\tif x > 0 {\n\t\tx++\n\t}\n\n\t// docs:end a\n}\n"
 	got, err := region(src, "a")
 	if want := "x := 1\n\nif x > 0 {\n\tx++\n}\n"; err != nil || got != want {
 		t.Errorf("region a = %q, %v; want %q", got, err, want)
