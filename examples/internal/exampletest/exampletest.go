@@ -83,20 +83,35 @@ func Start(t testing.TB, listen string, args ...string) *Program {
 		<-exited
 		cancel()
 	})
+	waitListening(t, listen, exited, p.Stderr)
+	return p
+}
+
+// WaitListening returns once something accepts connections at addr (a
+// program's second listener, say), or fails the test after 10 s.
+func WaitListening(t testing.TB, addr string) {
+	t.Helper()
+	waitListening(t, addr, nil, nil)
+}
+
+// waitListening waits until addr accepts connections, the program exits
+// (exited), or 10 s pass.
+func waitListening(t testing.TB, addr string, exited chan error, stderr *syncbuf.Buffer) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.Dial("tcp", listen)
+		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			return p
+			return
 		}
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("the program %v exited before it listened on %s: %v\nstderr:\n%s", args, listen, err, p.Stderr.String())
+			t.Fatalf("the program exited before it listened on %s: %v\nstderr:\n%s", addr, err, stderr.String())
 		case <-time.After(20 * time.Millisecond): // the program is starting its listener
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the program %v did not listen on %s within 10 s: %v\nstderr:\n%s", args, listen, err, p.Stderr.String())
+			t.Fatalf("nothing listened on %s within 10 s: %v", addr, err)
 		}
 	}
 }
