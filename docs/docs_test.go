@@ -186,6 +186,13 @@ func checkExample(t *testing.T, page string, b block, file string, want func(src
 	}
 }
 
+// fragmentRefused says whether b, a Go block of page, is a fragment that
+// the page may not hold: every page but the README.
+func fragmentRefused(page string, b block) bool {
+	_, fragment := isGo(b.info)
+	return page != "../README.md" && (fragment || b.prev == fragmentMarker)
+}
+
 func TestGoBlocksAreCompiledOrFragments(t *testing.T) {
 	firstPrograms := 0
 	for _, page := range pages(t) {
@@ -197,6 +204,8 @@ func TestGoBlocksAreCompiledOrFragments(t *testing.T) {
 			goBlock, fragment := isGo(b.info)
 			switch {
 			case !goBlock:
+			case fragmentRefused(page, b):
+				t.Errorf("%s:%d: a Go fragment: docs/ pages show only code that a test compiles and runs (issue 41): make it a file of examples/ or a region of one, with its marker on the line before (see regionMarker in docs_test.go)", page, b.line)
 			case fragment, b.prev == fragmentMarker:
 			case page == "../README.md" && b.prev == firstProgramMarker:
 				firstPrograms++
@@ -245,6 +254,18 @@ func TestBlocksFindsUnmarkedGo(t *testing.T) {
 	}
 	if len(unmarked) != 1 || unmarked[0] != 2 {
 		t.Errorf("unmarked Go blocks at lines %v, want [2]", unmarked)
+	}
+}
+
+func TestDocsPagesRefuseFragments(t *testing.T) {
+	text := "```go fragment\nfoo()\n```\n\n<!-- fragment -->\n```go\nbar()\n```\n"
+	for _, b := range blocks(text) {
+		if !fragmentRefused("cache.md", b) {
+			t.Errorf("cache.md: the fragment at line %d is accepted", b.line)
+		}
+		if fragmentRefused("../README.md", b) {
+			t.Errorf("README.md: the fragment at line %d is refused", b.line)
+		}
 	}
 }
 
