@@ -45,27 +45,34 @@ func TestSameCacheOnEveryKindOfRedis(t *testing.T) {
 	})
 }
 
-// TestSilentRedisCostsABudget runs the program, with the recommended client
-// options, against a Redis that accepts connections and never answers: as
-// docs/operating.md says, a call then costs one Redis budget (250 ms), not
-// go-redis' timeouts, and is answered without Redis (Degraded).
-func TestSilentRedisCostsABudget(t *testing.T) {
+// TestSilentRedisAnswersDegradedPromptly runs the program, with the
+// recommended client options, against a Redis that accepts connections and
+// never answers: as docs/operating.md says, the calls go on without Redis
+// (Degraded) after a budget, rather than hang on the connection.
+func TestSilentRedisAnswersDegradedPromptly(t *testing.T) {
 	silent, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel completes the handshakes
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	// The same run against a live Redis first: what starting and stopping
+	// the process costs on this machine now.
 	start := time.Now()
+	exampletest.Run(t, "-redis", redistest.Addr(t))
+	overhead := time.Since(start)
+
+	start = time.Now()
 	out := exampletest.Run(t, "-redis", silent.Addr().String())
-	took := time.Since(start)
+	took := time.Since(start) - overhead
 	if want := "product p1 kettle: degraded\nproduct p1 kettle: degraded\n"; out != want {
 		t.Errorf("the program printed\n%s\nwant\n%s", out, want)
 	}
-	// Two calls of one budget each, and the process's start and exit, with
-	// room for a loaded machine; go-redis' own read timeout alone is 500 ms
-	// with these options, 3 s without.
-	if took > 3*time.Second {
-		t.Errorf("the program took %s against a silent Redis", took)
+	// Two calls of one budget (250 ms) each and Close's 100 ms: 0.6 s on
+	// a quiet machine, with room for a loaded one. (With RedisTimeout off,
+	// these options' own timeouts made it 1.1 s: the bound holds the
+	// answer's promptness, not the budget's exact figure.)
+	if took > 2*time.Second {
+		t.Errorf("the program took %s longer against a silent Redis than against a live one", took)
 	}
 }
 
