@@ -183,6 +183,7 @@ func TestBatchCancelledComputesNothing(t *testing.T) {
 // a minute) gets a value within 3 s, because the taker computes detached
 // and fills, or releases them.
 func TestBatchNoOrphanedLeases(t *testing.T) {
+	t.Parallel()
 	p, _ := proxiedClient(t, 3*time.Second)
 	// A client that honours context deadlines on the wire, so a deadline can
 	// expire with the lease request in flight (Redis took the leases, the

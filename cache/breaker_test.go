@@ -96,6 +96,7 @@ func TestBreakerProbeNeverStuckOpen(t *testing.T) {
 // is open (Redis black-holed), each returns an error matching
 // ErrUnavailable at once, without paying the client's 1.5 s read timeout.
 func TestGetSetDeleteConsultTheBreaker(t *testing.T) {
+	t.Parallel()
 	const readTimeout = 1500 * time.Millisecond
 	p, rdb := proxiedClient(t, readTimeout)
 	c := newCache[string](t, rdb, cache.Options{BreakerThreshold: 2, BreakerCooldown: time.Minute})

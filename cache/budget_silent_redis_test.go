@@ -214,6 +214,7 @@ func TestCloseDuringBackgroundRefreshOnSilentRedis(t *testing.T) {
 // under its own lock; the commands now go out from a sender per
 // connection (internal/notify/outbox.go) and Close does not wait on a handshake.
 func TestWaiterDeadlineAndCloseOnSilentRedis(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			ns := redistest.Prefix(t)

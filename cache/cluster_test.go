@@ -18,6 +18,7 @@ import (
 // The cache runs unchanged on a real 3-master Redis Cluster: every script
 // touches one slot ({ns:k}), and fills reach waiters on other nodes.
 func TestClusterStampedeOneCompute(t *testing.T) {
+	t.Parallel()
 	ns := redistest.Prefix(t)
 	var caches []*cache.Cache[string]
 	for range 4 {
@@ -154,6 +155,7 @@ func TestClusterShardedPubSub(t *testing.T) {
 // wait: Redis unsubscribes them there, they subscribe again on the new
 // owner, and the fill (published there) reaches them.
 func TestClusterReshardResubscribes(t *testing.T) {
+	t.Parallel()
 	cl := redistest.NewCluster(t, 3, 0)
 	ns := redistest.Prefix(t)
 	newClient := func(t testing.TB) redis.UniversalClient { return redistest.ClusterClientFor(t, cl) }
@@ -188,6 +190,7 @@ func TestClusterReshardResubscribes(t *testing.T) {
 // promoted, the waiters subscribe again there, and the holder's fill lands
 // on it. No caller sees an error and the origin runs once.
 func TestClusterFailoverResubscribes(t *testing.T) {
+	t.Parallel()
 	cl := redistest.NewCluster(t, 3, 1)
 	ns := redistest.Prefix(t)
 	newClient := func(t testing.TB) redis.UniversalClient { return redistest.ClusterClientFor(t, cl) }

@@ -17,6 +17,7 @@ import (
 // StaleIfError, and when Redis is back the kept value never overrides
 // Redis' own.
 func TestDegradedKeepsWhatItComputed(t *testing.T) {
+	t.Parallel()
 	p, caches := proxied(t, 1)
 	c := caches[0]
 	clk := cache.NewClock()
@@ -96,6 +97,7 @@ func waitBreaker(t *testing.T, c *cache.Cache[string], open bool) {
 // comes back; Set("B") returns; Redis blips again inside DegradedTTL: the
 // replica must not answer the pre-Set "A".
 func TestDegradedKeptValueNeverAnswersAfterSet(t *testing.T) {
+	t.Parallel()
 	for _, op := range []string{"set", "delete"} {
 		t.Run(op, func(t *testing.T) {
 			p, c, _ := outage(t, cache.Options{})

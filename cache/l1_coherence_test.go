@@ -35,6 +35,7 @@ func raiseTo(a *atomic.Int64, v int64) {
 // many reads that takes: an L1 hit takes microseconds without the race
 // detector, and a bound on the number of reads ran out before the fills did.
 func TestL1CoherenceAfterFills(t *testing.T) {
+	t.Parallel()
 	t.Run("standalone", func(t *testing.T) {
 		l1CoherenceAfterFills(t, func(t testing.TB) redis.UniversalClient { return redistest.Client(t) })
 	})

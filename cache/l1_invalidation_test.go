@@ -39,6 +39,7 @@ func l1Synced(t *testing.T, c *cache.Cache[string]) {
 // and got an outdated version is a violation. L1TTL is a minute, so an entry
 // put back below the floor would be served for the rest of the test.
 func TestL1NeverServesOldValueAfterWrite(t *testing.T) {
+	t.Parallel()
 	readAfterWrite(t, cache.Options{L1Size: 1000, L1TTL: time.Minute, TTL: time.Hour})
 }
 
@@ -170,6 +171,7 @@ func readAfterWrite(t *testing.T, opts cache.Options) {
 // Deletes it; right after Delete returns, the writer's own replica must not
 // answer v-n from any path.
 func TestL1NoOldValueAfterDeleteOnAnyPath(t *testing.T) {
+	t.Parallel()
 	caches := replicas[string](t, 1, cache.Options{L1Size: 1000, TTL: time.Hour})
 	w := caches[0]
 	ctx := bounded(t, 60*time.Second)

@@ -20,6 +20,7 @@ import (
 // caller sees an error; the origin runs at most twice (twice only if the
 // lease had not reached the replica, which is asynchronous).
 func TestSentinelFailoverMidStorm(t *testing.T) {
+	t.Parallel()
 	for _, during := range []bool{false, true} {
 		name := "fill after the promotion"
 		if during {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,8 +77,14 @@ func fleetRound(fleet []*cache.Cache[string], o *fleetOrigin, prefix string) []e
 // replica starved of CPU sees a Redis that answers within the budget as
 // silent (the limit docs/operating.md states). CI runs these tests in its
 // pass without -race.
+//
+// Such a test is named TestSlow…: scripts/test runs those, and only those,
+// once more without -race.
 func skipUnderRace(t *testing.T) {
 	t.Helper()
+	if !strings.HasPrefix(t.Name(), "TestSlow") {
+		t.Fatalf("%s skips itself under -race but scripts/test runs only TestSlow* without it: rename it", t.Name())
+	}
 	if raceDetector {
 		t.Skip("timing against a 100 ms budget: the race detector starves the replicas; run without -race")
 	}
@@ -287,6 +294,7 @@ func TestSlowRedisBusyKeepsOneComputePerKey(t *testing.T) {
 // deviations, far below WaitTimeout, and opens the breaker after
 // BreakerThreshold calls; then calls compute locally without waiting.
 func TestSlowRedisThenSilentOpensTheBreaker(t *testing.T) {
+	t.Parallel()
 	p := newProxy(t)
 	fleet := slowFleetOn(t, p.Addr(), clientConfigs[0].opts)
 	slowFleet(t, fleet, func() { p.SetLatency(70 * time.Millisecond) })
