@@ -22,6 +22,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // run completes, its figures are sane, stampede computes exactly once per
 // expiry, and the output files parse.
 func TestShortRun(t *testing.T) {
+	t.Parallel() // the two load runs wait on their phases more than they use the CPUs
 	dir := t.TempDir()
 	var out bytes.Buffer
 	getenv := redistest.Getenv(t)
@@ -124,6 +125,7 @@ func TestBadFlags(t *testing.T) {
 // each fault really was injected (the peers without protection show it);
 // stampede answers every caller in every phase.
 func TestFaultsScenario(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
 	args := []string{"-short", "-scenarios", "faults", "-dists", "hot", "-replicas", "2", "-callers", "5",
