@@ -23,7 +23,6 @@ import (
 // reach it: calls still cost one budget each, answer degraded, and the
 // breaker opens after BreakerThreshold of them.
 func TestBreakerOpensWhenOnlyTheHeartbeatIsAnswered(t *testing.T) {
-	t.Parallel()
 	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) { breakerOpensWhenOnlyTheHeartbeatIsAnswered(t, cfg.opts) })
 	}

@@ -233,7 +233,6 @@ func slowRedis(t *testing.T, oneWay time.Duration) string {
 // (see docs/operating.md); the fleet tests (slow_redis_test.go) cover that
 // client with concurrent callers.
 func TestBudgetBoundsEachStepAgainstASlowRedis(t *testing.T) {
-	t.Parallel()
 	for _, cfg := range clientConfigs[:1] {
 		t.Run(cfg.name, func(t *testing.T) {
 			p := newProxy(t)

@@ -222,7 +222,6 @@ func TestComputeTimeoutReleasesBatchCallers(t *testing.T) {
 // its deadline. abandon runs under context.WithoutCancel bounded by 1 s, so
 // this is where a deadline could leak.
 func TestDeadlineHoldsWhenRedisHangsAfterTheClaim(t *testing.T) {
-	t.Parallel()
 	const deadline = 300 * time.Millisecond
 	for _, cfg := range clientConfigs {
 		for _, fail := range []bool{false, true} {

@@ -21,7 +21,6 @@ import (
 // before a call began still fences that call, from a replica next to
 // Redis as from afar.
 func TestRedisFartherThanInvalidationWaitServesHitsAndKeepsTheFence(t *testing.T) {
-	t.Parallel()
 	p := newProxy(t)
 	ns := redistest.Prefix(t)
 	far := func() *cache.Cache[string] {

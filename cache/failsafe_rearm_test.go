@@ -23,7 +23,6 @@ import (
 // Replica B reaches Redis through a proxy with latency, so its refresh's
 // claim lands after A's failed refresh re-armed the value.
 func TestFailSafeThrottleHoldsForALateRefreshClaim(t *testing.T) {
-	t.Parallel()
 	ns := redistest.Prefix(t)
 	// InvalidationWait stays the default (100 ms), below B's 300 ms round
 	// trip: B's marks reads vouch for its decisions however late they come.
@@ -80,7 +79,6 @@ func TestFailSafeThrottleHoldsForALateRefreshClaim(t *testing.T) {
 // re-armed (fresh, fail-safe) entry: the "done" branch. B must not put it
 // into L1, or B's next Fetch answers it as a Hit.
 func TestFailSafeValueNeverInL1ViaBatch(t *testing.T) {
-	t.Parallel()
 	ns := redistest.Prefix(t)
 	opts := cache.Options{Namespace: ns, StaleIfError: time.Hour, FailSafeThrottle: time.Minute}
 	clk := writeStale(t, redistest.Client(t), ns, "k", "old", opts)

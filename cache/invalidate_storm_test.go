@@ -189,7 +189,6 @@ var fleets = []struct {
 // 3-master Cluster (the tags' marks, the counter and the entries live in
 // different slots), with L1 on and off.
 func TestInvalidateTagsWhileComputing(t *testing.T) {
-	t.Parallel()
 	for _, f := range fleets {
 		for _, l1 := range []int{0, 1000} {
 			t.Run(fmt.Sprintf("%s/L1=%d", f.name, l1), func(t *testing.T) {
@@ -204,7 +203,6 @@ func TestInvalidateTagsWhileComputing(t *testing.T) {
 // Clear during a storm: the same guarantee for every entry of the
 // namespace, untagged.
 func TestClearWhileComputing(t *testing.T) {
-	t.Parallel()
 	for _, f := range fleets {
 		for _, l1 := range []int{0, 1000} {
 			t.Run(fmt.Sprintf("%s/L1=%d", f.name, l1), func(t *testing.T) {

@@ -30,7 +30,6 @@ import (
 // holds subscribed, and gets a PING barrier. Passes: a regression guard of
 // the gate.
 func TestLocalDeleteNotUndoneByALateNotification(t *testing.T) {
-	t.Parallel()
 	for _, batch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { deleteNotUndone(t, true, batch) })
 	}
@@ -47,7 +46,6 @@ func TestLocalDeleteNotUndoneByALateNotification(t *testing.T) {
 // Strict read-after-write across replicas would cost every shared load and
 // every shared read a round trip of its own.
 func TestRemoteDeleteAndALoadInFlight(t *testing.T) {
-	t.Parallel()
 	for _, batch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { deleteNotUndone(t, false, batch) })
 	}

@@ -294,7 +294,6 @@ func TestSlowRedisBusyKeepsOneComputePerKey(t *testing.T) {
 // deviations, far below WaitTimeout, and opens the breaker after
 // BreakerThreshold calls; then calls compute locally without waiting.
 func TestSlowRedisThenSilentOpensTheBreaker(t *testing.T) {
-	t.Parallel()
 	p := newProxy(t)
 	fleet := slowFleetOn(t, p.Addr(), clientConfigs[0].opts)
 	slowFleet(t, fleet, func() { p.SetLatency(70 * time.Millisecond) })

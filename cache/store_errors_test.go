@@ -76,7 +76,6 @@ func TestDirectCallsRedisFailedAreUnavailable(t *testing.T) {
 // already heard of refuses the value even though the marks cannot be read
 // again.
 func TestRecomputeWithRedisGoneDegrades(t *testing.T) {
-	t.Parallel()
 	p := newProxy(t)
 	// L1 on: a hears b's invalidation on its subscription, so it knows the
 	// compute is invalidated without reading the marks again.
