@@ -14,13 +14,15 @@ package lease
 // black-holed server (connections accepted, nothing answers) is found by
 // the budget, as before: a dial that times out is not a failure here.
 //
-// The hook can only be added to the concrete clients (*redis.Client,
-// *redis.ClusterClient, *redis.Ring), once per client, whatever the number
-// of Clients and Quorums built on it; another redis.Scripter keeps the
-// budget alone. A Cluster's or a Ring's link is the whole client's: a
-// failed dial of one node ends the steps of the client that are waiting
-// with no reply since they began, those on other nodes included (the step
-// is failed as unavailable; a retry is the caller's).
+// The hook can only be added to the concrete clients (*redis.Client, a
+// Sentinel's failover client included, *redis.ClusterClient, *redis.Ring),
+// once per client, whatever the number of Clients and Quorums built on it;
+// another redis.Scripter keeps the budget alone. A Cluster or a Ring dials
+// through a client per node, which each get the hook (see linkOf; a
+// Cluster's nodes made before the lease's New do not). Their link is the
+// whole client's: a failed dial of one node ends the steps of the client
+// that are waiting with no reply since they began, those on other nodes
+// included (the step fails as unavailable; a retry is the caller's).
 
 import (
 	"context"
@@ -76,20 +78,33 @@ var links = struct {
 func linkOf(rdb redis.Scripter) *link {
 	switch c := rdb.(type) {
 	case *redis.Client:
-		return linkFor(c)
+		return linkFor(c, func(l *link) { c.AddHook(dialWatch{l}) })
 	case *redis.ClusterClient:
-		return linkFor(c)
+		// A Cluster dials through its nodes' clients, never its own
+		// DialHook: each node's client gets the hook as the Cluster
+		// creates it. The nodes it made already (it has run commands)
+		// cannot be reached without a round trip, and keep the budget.
+		return linkFor(c, func(l *link) {
+			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialWatch{l}) })
+		})
 	case *redis.Ring:
-		return linkFor(c)
+		// A Ring, too, dials through its shards' clients: those it has
+		// now (listed without a round trip), and those SetAddrs adds.
+		return linkFor(c, func(l *link) {
+			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialWatch{l}) })
+			_ = c.ForEachShard(context.Background(), func(_ context.Context, n *redis.Client) error {
+				n.AddHook(dialWatch{l})
+				return nil
+			})
+		})
 	}
 	return nil
 }
 
-func linkFor[C any, P interface {
-	*C
-	AddHook(redis.Hook)
-}](c P) *link {
-	key := weak.Make((*C)(c))
+// linkFor returns c's link, making it and calling hook with it the first
+// time.
+func linkFor[C any](c *C, hook func(*link)) *link {
+	key := weak.Make(c)
 	links.Lock()
 	defer links.Unlock()
 	if l := links.m[key]; l != nil {
@@ -99,8 +114,8 @@ func linkFor[C any, P interface {
 	l.epoch.Store(newDialEpoch())
 	links.m[key] = l
 	// Once per client: every Client and Quorum on it shares the link.
-	c.AddHook(dialWatch{l})
-	runtime.AddCleanup((*C)(c), func(key weak.Pointer[C]) {
+	hook(l)
+	runtime.AddCleanup(c, func(key weak.Pointer[C]) {
 		links.Lock()
 		defer links.Unlock()
 		delete(links.m, key)

@@ -56,10 +56,11 @@
 // that no server answered at all (a Client's one server, or every server of
 // a Quorum). A server that refuses connections (or whose host is unknown,
 // or whose TLS handshake fails) costs nothing like a budget: go-redis would
-// hide the failed dial behind its re-dials and retries, so a hook on the
-// client (added once per *redis.Client, *redis.ClusterClient or
-// *redis.Ring; another [redis.Scripter] has the budget alone) ends the
-// step at once with the dial's own error ("dial tcp 127.0.0.1:6379:
+// hide the failed dial behind its re-dials and retries, so a dial hook
+// (added once per *redis.Client; for a *redis.ClusterClient or a
+// *redis.Ring, to each node's client, except the nodes a Cluster had
+// already made before [New] or [NewQuorum]; another [redis.Scripter] has
+// the budget alone) ends the step at once with the dial's own error ("dial tcp 127.0.0.1:6379:
 // connect: connection refused"), not ErrRedisTimeout, named by the
 // server's address and, for a Client, matching [ErrUnavailable]. A quorum
 // with a majority of its masters refusing connections fails at once. A

@@ -69,6 +69,25 @@ func TestClientStepsFailAtOnceWhenTheServerRefusesConnections(t *testing.T) {
 			wantRefused(t, "AcquireMany "+string(rune('a'+i)), err, addr)
 		}
 	})
+	// A Cluster and a Ring dial through a client per node: each is told.
+	t.Run("cluster", func(t *testing.T) {
+		addr := redistest.RefusingAddr(t)
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+		t.Cleanup(func() { _ = rdb.Close() })
+		c := newClient(t, rdb, lease.Options{})
+		err := quickly(t, "acquire", func() error { _, err := c.Acquire(ctx, name, 10*time.Second); return err })
+		wantUnavailable(t, "acquire", err, addr)
+		wantRefused(t, "acquire", err, addr)
+	})
+	t.Run("ring", func(t *testing.T) {
+		addr := redistest.RefusingAddr(t)
+		rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}})
+		t.Cleanup(func() { _ = rdb.Close() })
+		c := newClient(t, rdb, lease.Options{})
+		err := quickly(t, "acquire", func() error { _, err := c.Acquire(ctx, name, 10*time.Second); return err })
+		wantUnavailable(t, "acquire", err, addr)
+		wantRefused(t, "acquire", err, addr)
+	})
 	t.Run("killed", func(t *testing.T) {
 		addrs, _, kill := serverAddrs(t, 1)
 		c := newClient(t, plainClients(t, addrs)[0], lease.Options{})
