@@ -21,7 +21,9 @@ import (
 // killed Redis cost an acquisition 1.7 s). So a step runs on a goroutine of
 // its own, under a context bounded by the budget, and the caller stops
 // waiting for it when the budget or its own context ends; the goroutine
-// ends when go-redis gives up, and what it returns then is dropped.
+// ends when go-redis gives up, and what it returns then is dropped. A
+// failed dial of the step's client (a refused connection) ends the wait at
+// once, with the dial's error (dial.go).
 
 // maxDefaultBudget caps a step's default budget: an unreachable Redis costs
 // a step at most this long unless RedisTimeout says otherwise.
