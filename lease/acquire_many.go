@@ -68,7 +68,7 @@ func (c *Client) AcquireMany(ctx context.Context, names []string, ttl time.Durat
 		err error
 	}
 	sent := c.now()
-	replies, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) ([]reply, error) {
+	replies, err := serverStep(ctx, c.budget(ttl), c.dial, func(ctx context.Context) ([]reply, error) {
 		pipe := p.Pipeline()
 		cmds := make([]*redis.Cmd, len(names))
 		for i, name := range names {

@@ -21,7 +21,9 @@ import (
 // killed Redis cost an acquisition 1.7 s). So a step runs on a goroutine of
 // its own, under a context bounded by the budget, and the caller stops
 // waiting for it when the budget or its own context ends; the goroutine
-// ends when go-redis gives up, and what it returns then is dropped.
+// ends when go-redis gives up, and what it returns then is dropped. A
+// failed dial of the step's client (a refused connection) ends the wait at
+// once, with the dial's error (dial.go).
 
 // maxDefaultBudget caps a step's default budget: an unreachable Redis costs
 // a step at most this long unless RedisTimeout says otherwise.
@@ -35,30 +37,16 @@ type stepResult[T any] struct {
 
 // serverStep runs call within budget d and ctx. When the budget ends first
 // it returns an error matching [ErrRedisTimeout]; when ctx ends first,
-// ctx's cause. call must not touch the caller's variables: it returns what
-// it read.
-func serverStep[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, error)) (T, error) {
+// ctx's cause; when a dial of the client (l, nil for a Scripter without
+// the hook) fails while it waits, the dial's error, at once (see dial.go).
+// call must not touch the caller's variables: it returns what it read.
+func serverStep[T any](ctx context.Context, d time.Duration, l *link, call func(context.Context) (T, error)) (T, error) {
 	sctx, cancel := context.WithTimeout(ctx, d)
 	// Cancelled once the caller has the reply or stopped waiting, so that
 	// go-redis gives up what it can (a dial, a wait for a connection).
 	defer cancel()
-	done := make(chan stepResult[T], 1) // buffered: a late step never blocks
-	go func() {
-		v, err := call(sctx)
-		done <- stepResult[T]{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, explain(ctx, sctx, d, r.err)
-	case <-sctx.Done():
-		select {
-		case r := <-done: // the reply came with the deadline: take it
-			return r.v, explain(ctx, sctx, d, r.err)
-		default:
-		}
-		var zero T
-		return zero, explain(ctx, sctx, d, context.Cause(sctx))
-	}
+	v, err := watched(sctx, l, call)
+	return v, explain(ctx, sctx, d, err)
 }
 
 // detached runs step under a context that keeps ctx's values but not its

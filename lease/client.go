@@ -38,6 +38,7 @@ var (
 type Client struct {
 	rdb  redis.Scripter
 	addr string // the server's address, for errors
+	dial *link  // rdb's failed dials (dial.go); nil for another Scripter
 	opts Options
 
 	// clock is the holder's clock: a seam for tests.
@@ -54,7 +55,7 @@ func New(rdb redis.Scripter, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, addr: serverAddr(rdb), opts: opts, clock: time.Now}, nil
+	return &Client{rdb: rdb, addr: serverAddr(rdb), dial: linkOf(rdb), opts: opts, clock: time.Now}, nil
 }
 
 // BusyError is returned by [Client.Acquire] when another holder has the lease.
@@ -163,7 +164,7 @@ func (c *Client) budget(ttl time.Duration) time.Duration {
 }
 
 func (c *Client) try(ctx context.Context, name, key, fenceKey, token string, ttl time.Duration) (fence int64, remaining time.Duration, err error) {
-	res, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) ([]int64, error) {
+	res, err := serverStep(ctx, c.budget(ttl), c.dial, func(ctx context.Context) ([]int64, error) {
 		return acquireScript.Run(ctx, c.rdb, []string{key, fenceKey}, token, ttl.Milliseconds(), c.opts.FenceTTL.Milliseconds()).Int64Slice()
 	})
 	if err != nil {
@@ -218,7 +219,7 @@ func (c *Client) extend(ctx context.Context, l *Lease, ttl time.Duration) error 
 // budget of a lease of ttl: nil when it acted, [ErrLeaseLost] when the
 // lease is not ours.
 func (c *Client) byToken(ctx context.Context, op string, script *redis.Script, l *Lease, ttl time.Duration, args ...any) error {
-	n, err := serverStep(ctx, c.budget(ttl), func(ctx context.Context) (int64, error) {
+	n, err := serverStep(ctx, c.budget(ttl), c.dial, func(ctx context.Context) (int64, error) {
 		return script.Run(ctx, c.rdb, []string{l.key}, args...).Int64()
 	})
 	if err != nil {

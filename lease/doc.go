@@ -54,7 +54,20 @@
 // budget has failed with [ErrRedisTimeout]; each failed server's error
 // names it by its address and wraps the cause, and [ErrUnavailable] says
 // that no server answered at all (a Client's one server, or every server of
-// a Quorum). A step that the caller's context cut short fails with an error
+// a Quorum). A server that refuses connections (or whose host is unknown,
+// or whose TLS handshake fails) costs nothing like a budget: go-redis would
+// hide the failed dial behind its re-dials and retries, so a dial hook
+// (added once per *redis.Client; for a *redis.ClusterClient or a
+// *redis.Ring, to each node's client, except the nodes a Cluster had
+// already made before [New] or [NewQuorum]; another [redis.Scripter] has
+// the budget alone) ends the step at once with the dial's own error ("dial tcp 127.0.0.1:6379:
+// connect: connection refused"), not ErrRedisTimeout, named by the
+// server's address and, for a Client, matching [ErrUnavailable]. A quorum
+// with a majority of its masters refusing connections fails at once. A
+// server that accepts connections and does not answer (black-holed, hung)
+// still costs its budget. A Cluster's or a Ring's failed dial to one node
+// also ends its steps on other nodes that had no reply since they began.
+// A step that the caller's context cut short fails with an error
 // that matches the context's. A failed quorum acquisition takes at most two
 // budgets, its grant and the release of what it may have taken, and never
 // outlives the caller's context: when that ends first, Acquire returns at

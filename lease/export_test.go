@@ -36,3 +36,12 @@ func SetAfterFailedGrant(q *Quorum, hook func(ctx context.Context)) {
 func SetElectionClock(e *Election, now func() time.Time, after func(time.Duration) <-chan time.Time) {
 	e.now, e.after = now, after
 }
+
+// DialWatch is the link through which c's steps learn of its client's
+// failed dials: nil for a Scripter the hook cannot be added to.
+func DialWatch(c *Client) any {
+	if c.dial == nil {
+		return nil
+	}
+	return c.dial
+}

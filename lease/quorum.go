@@ -101,6 +101,7 @@ func (o *QuorumOptions) validate() error {
 type Quorum struct {
 	servers []redis.Scripter
 	addrs   []string // each server's address, for errors
+	dials   []*link  // each server's failed dials (dial.go); nil for another Scripter
 	opts    QuorumOptions
 
 	// clock and afterGrant are seams for tests: the holder's clock, and a
@@ -133,10 +134,12 @@ func NewQuorum(servers []redis.Scripter, opts QuorumOptions) (*Quorum, error) {
 		return nil, err
 	}
 	addrs := make([]string, len(servers))
+	dials := make([]*link, len(servers))
 	for i, s := range servers {
 		addrs[i] = serverAddr(s)
+		dials[i] = linkOf(s)
 	}
-	return &Quorum{servers: append([]redis.Scripter(nil), servers...), addrs: addrs, opts: opts, clock: time.Now}, nil
+	return &Quorum{servers: append([]redis.Scripter(nil), servers...), addrs: addrs, dials: dials, opts: opts, clock: time.Now}, nil
 }
 
 // Majority returns how many servers must grant a lease.

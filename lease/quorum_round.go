@@ -103,10 +103,14 @@ func (q *Quorum) round(ctx context.Context, op, name string, idx []int, ttl time
 	replies := make(chan reply, len(idx)) // buffered: a straggler never blocks
 	// One goroutine per server, one server alone included, so that a
 	// server that hangs past the deadline (a client that ignores context
-	// deadlines, re-dials or retries) does not hold the round up.
+	// deadlines, re-dials or retries) does not hold the round up; a server
+	// whose dial fails meanwhile fails at once, with the dial's error
+	// (see dial.go), so that refused masters cost the round nothing.
 	for _, i := range idx {
 		go func() {
-			res, err := call(rctx, i, q.servers[i])
+			res, err := watched(rctx, q.dials[i], func(ctx context.Context) ([]int64, error) {
+				return call(ctx, i, q.servers[i])
+			})
 			if err == nil && len(res) < 2 {
 				err = fmt.Errorf("unexpected reply %v", res)
 			}

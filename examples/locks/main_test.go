@@ -43,7 +43,7 @@ func checkCleanup(t *testing.T, lines []string, interval time.Duration) {
 // fence that rises with every acquisition and does not run it while
 // another holder has the lease (ErrLeaseBusy); a quorum lease is granted by
 // a majority of masters, and refused with ErrNoQuorum, naming each failed
-// server, when a majority is down; RunEvery runs
+// server and its refused connection, when a majority is down; RunEvery runs
 // the job on the leader, start to start at least the interval apart, and
 // never on the other candidate meanwhile.
 func TestLeasesAndElectionAsThePageSays(t *testing.T) {
@@ -72,9 +72,14 @@ func TestLeasesAndElectionAsThePageSays(t *testing.T) {
 			t.Fatalf("the program printed\n%s\nwant\n%sbilling: no lease; no quorum: true\n(the error, one line per failed server)\n(the election's lines)", strings.Join(lines, "\n"), wantNightly)
 		}
 		failures := strings.Join(lines[4:6], "\n")
-		for _, addr := range down {
+		for i, addr := range down {
 			if !strings.Contains(failures, addr) {
 				t.Errorf("billing's error does not name the failed server %s:\n%s", addr, failures)
+			}
+			// A refused connection is named as such, not as a timeout
+			// (it costs the round nothing; docs/locks.md).
+			if !strings.Contains(lines[4+i], "connection refused") {
+				t.Errorf("billing's error for a refused server does not say so: %s", lines[4+i])
 			}
 		}
 		checkCleanup(t, lines[6:], interval)
