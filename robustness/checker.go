@@ -50,10 +50,28 @@ type checker struct {
 	// degradedIDs are the computes some caller was answered as Degraded.
 	degradedIDs map[string]bool
 	out         []Violation
+	cov         Coverage
+}
+
+// Coverage says how much of a history the core promise was judged on:
+// two computes of a key that overlap in time are judged (a violation of
+// one compute per key) unless a fault or a write excuses them.
+type Coverage struct {
+	Overlaps, Excused int
+	// Judged is the share of the run during which no fault excuses an
+	// overlap of any two replicas' computes (see checker.broken): there,
+	// every overlap is a violation.
+	Judged float64
 }
 
 // Check applies every property to h and returns the violations found.
 func Check(sc Scenario, h *History) []Violation {
+	vs, _ := CheckCoverage(sc, h)
+	return vs
+}
+
+// CheckCoverage is Check, with what the core promise was judged on.
+func CheckCoverage(sc Scenario, h *History) ([]Violation, Coverage) {
 	c := &checker{sc: sc, h: h, computes: map[string]*Compute{}, revalidated: map[string][]*Compute{}, sets: map[string]*Op{},
 		byReq: map[int64]*Op{}}
 	for _, cp := range h.Computes {
@@ -86,7 +104,8 @@ func Check(sc Scenario, h *History) []Violation {
 	c.noDegradedUnderOverload()
 	c.selected()
 	c.out = append(c.out, checkRegisters(sc, h)...)
-	return c.out
+	c.cov.Judged = c.judgedShare()
+	return c.out, c.cov
 }
 
 func (c *checker) fail(property string, ops []*Op, format string, args ...any) {

@@ -5,6 +5,8 @@ package robustness
 // it is only slow.
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stampede-go/stampede/robustness/wire"
@@ -64,8 +66,11 @@ func (c *checker) oneCompute() {
 				from := min(a.Began, b.Began, c.invoked(a.Req), c.invoked(b.Req))
 				// A degraded compute (Redis down) excuses the overlap, but
 				// not under overload: a slow Redis is not a down one.
+				c.cov.Overlaps++
 				excused := (degraded[a.ID] || degraded[b.ID]) && !c.overloaded(from, max(aEnd, bEnd))
-				if excused || c.faulty("", from, max(aEnd, bEnd)) || c.writeDuring(a.Key, from, max(aEnd, bEnd)) {
+				if excused || c.broken(a.Replica, b.Replica, from, max(aEnd, bEnd)) ||
+					c.writeDuring(a.Key, c.computeTags(a, b), from, max(aEnd, bEnd)) {
+					c.cov.Excused++
 					continue
 				}
 				c.fail("one compute", nil, "%s computed twice at once: %s on %s for #%d [%s, %s] and %s on %s for #%d [%s, %s]",
@@ -75,9 +80,82 @@ func (c *checker) oneCompute() {
 	}
 }
 
-// writeDuring reports whether a Set, Delete or invalidation of key
-// overlapped [from, to].
-func (c *checker) writeDuring(key string, from, to time.Duration) bool {
+// broken reports whether a fault that may break one compute per key for
+// replicas a and b overlapped [from, to]: Redis killed, paused, failed
+// over or its Cluster master killed (every replica), or a or b itself
+// partitioned from Redis, its connections reset, paused or killed. A
+// slow Redis (latency, overload), a killed subscription (waiters still
+// poll the lease) and a fault on a third replica excuse nothing: one
+// compute per key holds through them.
+func (c *checker) broken(a, b string, from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from > to || from > f.to {
+			continue
+		}
+		kind, _, _ := strings.Cut(f.what, ":")
+		if breaksOneCompute(kind) && (f.replica == "" || f.replica == a || f.replica == b) {
+			return true
+		}
+	}
+	return false
+}
+
+// breaksOneCompute reports whether the nemesis kind may break one compute
+// per key while its fault lasts and settles: Redis killed, paused, failed
+// over or its Cluster master killed (every replica), a replica
+// partitioned from Redis, its connections reset, paused or killed (that
+// replica). The nemesis schedule leaves a calm stretch after each such
+// fault, past its settle, where one compute per key is judged.
+func breaksOneCompute(kind string) bool {
+	switch kind {
+	case "redis-kill", "redis-pause", "failover", "cluster-master", "partition", "reset", "replica-pause", "replica-kill":
+		return true
+	}
+	return false
+}
+
+// judgedShare is the share of the run that no fault breaking one compute
+// per key (for some replica) covers, at a 10 ms grain.
+func (c *checker) judgedShare() float64 {
+	const grain = 10 * time.Millisecond
+	if c.h.End <= 0 {
+		return 0
+	}
+	var calm, all int
+	for t := time.Duration(0); t < c.h.End; t += grain {
+		all++
+		if !c.broken("", "", t, t+grain) && !c.anyReplicaBroken(t, t+grain) {
+			calm++
+		}
+	}
+	return float64(calm) / float64(all)
+}
+
+// anyReplicaBroken reports whether a fault on one replica that breaks one
+// compute per key for it overlapped [from, to].
+func (c *checker) anyReplicaBroken(from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.replica != "" && c.broken(f.replica, f.replica, from, to) {
+			return true
+		}
+	}
+	return false
+}
+
+// computeTags is the tags the calls of computes a and b gave their values.
+func (c *checker) computeTags(a, b *Compute) []string {
+	var tags []string
+	for _, cp := range []*Compute{a, b} {
+		if o := c.byReq[cp.Req]; o != nil {
+			tags = append(tags, o.Req.Compute.Tags...)
+		}
+	}
+	return tags
+}
+
+// writeDuring reports whether a Set, Delete or expiry of key, an
+// invalidation of one of tags, a Clear or a purge overlapped [from, to].
+func (c *checker) writeDuring(key string, tags []string, from, to time.Duration) bool {
 	for _, o := range c.h.Ops {
 		end := o.Return
 		if o.Unknown {
@@ -91,7 +169,13 @@ func (c *checker) writeDuring(key string, from, to time.Duration) bool {
 			if o.Req.Key == key {
 				return true
 			}
-		case wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, wire.OpHTTPPurge:
+		case wire.OpInvalidateTags, wire.OpExpireTags:
+			for _, t := range o.Req.Tags {
+				if slices.Contains(tags, t) {
+					return true
+				}
+			}
+		case wire.OpClear, wire.OpHTTPPurge:
 			return true
 		}
 	}

@@ -71,8 +71,9 @@ func TestRobustness(t *testing.T) {
 			if err != nil {
 				t.Fatalf("seed %d: %v", s, err)
 			}
-			vs := Check(sc, h)
-			t.Logf("seed %d: %d operations, %d computes, %d faults; %d violations", s, len(h.Ops), len(h.Computes), len(h.Events)/2, len(vs))
+			vs, cov := CheckCoverage(sc, h)
+			t.Logf("seed %d: %d operations, %d computes, %d faults; computes of a key overlapping: %d, excused %d; one compute judged over %.0f%% of the run; %d violations",
+				s, len(h.Ops), len(h.Computes), len(h.Events)/2, cov.Overlaps, cov.Excused, 100*cov.Judged, len(vs))
 			if len(vs) == 0 {
 				return
 			}

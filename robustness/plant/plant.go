@@ -82,6 +82,13 @@ var Bugs = []Bug{
 		New:   "e, found, err := c.store.read(ctx, hitKeys(key), readShared)\n\tif err != nil {\n\t\treturn v, false, err",
 	},
 	{
+		Name:  "batch-no-wait",
+		Class: "a batch computes a key another replica holds the lease of, instead of waiting for it: one compute per key",
+		File:  "cache/batch.go",
+		Old:   "\t\tcase cl.won:\n\t\t\ttasks = append(",
+		New:   "\t\tcase cl.won || cl.err == nil:\n\t\t\ttasks = append(",
+	},
+	{
 		Name:  "quorum-majority-off-by-one",
 		Class: "the quorum lease granted by half the servers, not a majority: two holders at once",
 		File:  "lease/quorum.go",
