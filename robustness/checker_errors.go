@@ -30,10 +30,30 @@ func (c *checker) errors() {
 	}
 	for _, o := range c.h.Ops {
 		for k, e := range o.Resp.KeyErrs {
-			if kind, _, _ := strings.Cut(e, ": "); !slices.Contains(c.allowed(o), kind) {
+			kind, _, _ := strings.Cut(e, ": ")
+			if !slices.Contains(c.allowed(o), kind) {
 				c.fail("documented errors", []*Op{o}, "%s: key %s answered %s", o.Req.Op, k, e)
 			}
+			c.contextEnded(o, kind, "key "+k+" ")
 		}
+		if !o.Unknown {
+			c.contextEnded(o, o.Resp.Err, "")
+		}
+	}
+}
+
+// contextEnded: an error that says the caller's context ended (deadline,
+// canceled) comes only once it has: the replica gives each call a context
+// with the request's deadline, made after the request was sent, so a call
+// answered sooner than its deadline after it was sent had its context
+// alive throughout. (The library's own budgets end in ErrRedisTimeout or
+// ErrUnavailable, never in the caller's context error.)
+func (c *checker) contextEnded(o *Op, kind, what string) {
+	if kind != wire.ErrDeadline && kind != wire.ErrCanceled || o.Req.Deadline <= 0 {
+		return
+	}
+	if took := o.Return - o.Invoke; took < o.Req.Deadline {
+		c.fail("context errors", []*Op{o}, "%s: %sanswered %s after %s, its context alive until %s", o.Req.Op, what, kind, took, o.Req.Deadline)
 	}
 }
 

@@ -240,6 +240,15 @@ func TestCheckerWritesErrorsDeadlinesAndComputes(t *testing.T) {
 		{"ErrInvalidated without invalidations", func(b *hb) {
 			b.op("r0", wire.OpGetOrCompute, "k0", 100, 110, wire.Response{Err: wire.ErrInvalidated})
 		}, "documented errors"},
+		{"a deadline error while the caller's context was alive", func(b *hb) {
+			b.op("r0", wire.OpGetOrCompute, "k0", 100, 400, wire.Response{Err: wire.ErrDeadline})
+		}, "context errors"},
+		{"a deadline error once the deadline passed", func(b *hb) {
+			b.op("r0", wire.OpGetOrCompute, "k0", 100, 1120, wire.Response{Err: wire.ErrDeadline})
+		}, ""},
+		{"a batch key's deadline error while the caller's context was alive", func(b *hb) {
+			b.op("r0", wire.OpGetOrComputeMany, "", 100, 400, wire.Response{KeyErrs: map[string]string{"k0": wire.ErrDeadline + ": context deadline exceeded"}}, keys("k0"))
+		}, "context errors"},
 		{"past the deadline", func(b *hb) {
 			b.op("r0", wire.OpGetOrCompute, "k0", 100, 3000, val("c1"))
 			b.compute("c1", "k0", "r0", 110, 120, "ok")

@@ -89,6 +89,13 @@ var Bugs = []Bug{
 		New:   "\t\tcase cl.won || cl.err == nil:\n\t\t\ttasks = append(",
 	},
 	{
+		Name:  "budget-as-context-error",
+		Class: "a Redis step past its budget fails with a bare context error: the caller reads its own context as ended while it is alive",
+		File:  "cache/internal/redisstep/budget.go",
+		Old:   `return zero, fmt.Errorf("%w (%s, no reply from Redis meanwhile): %w", b.h.errTimeout, d, context.DeadlineExceeded)`,
+		New:   `return zero, fmt.Errorf("redis step (%s, no reply from Redis meanwhile): %w", d, context.DeadlineExceeded)`,
+	},
+	{
 		Name:  "quorum-majority-off-by-one",
 		Class: "the quorum lease granted by half the servers, not a majority: two holders at once",
 		File:  "lease/quorum.go",
