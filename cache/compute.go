@@ -62,6 +62,9 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 				break // cancelled, not timed out: fn was told, and returned
 			}
 			o.Err = fmt.Errorf("cache: compute of %q abandoned: %w", keys[0], context.Cause(cctx))
+			if ctx.Err() == nil { // the compute's own bound, not its callers' context
+				o.Err = fmt.Errorf("cache: compute of %q abandoned: %w (%s): %w", keys[0], ErrComputeTimeout, c.opts.ComputeTimeout, context.DeadlineExceeded)
+			}
 		}
 	}
 	r.values, r.err = o.Value, o.Err

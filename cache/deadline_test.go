@@ -128,8 +128,8 @@ func TestComputeTimeoutReleasesCallers(t *testing.T) {
 					waitGroupWithin(t, &wg, 10*time.Second, "the callers returning once the fn was released")
 					t.Fatalf("only %d of %d callers released within 2s of a compute ignoring its context (ComputeTimeout 100ms)", i, callers)
 				}
-				if !errors.Is(r.v.err, context.DeadlineExceeded) {
-					t.Errorf("a caller of the timed-out compute after %s: %q, %v; want context.DeadlineExceeded", r.took, r.v.v, r.v.err)
+				if !errors.Is(r.v.err, cache.ErrComputeTimeout) || !errors.Is(r.v.err, context.DeadlineExceeded) {
+					t.Errorf("a caller of the timed-out compute after %s: %q, %v; want ErrComputeTimeout, matching context.DeadlineExceeded", r.took, r.v.v, r.v.err)
 				}
 			}
 			waitGroupWithin(t, &wg, 5*time.Second, "the released callers' goroutines ending")
@@ -204,8 +204,8 @@ func TestComputeTimeoutReleasesBatchCallers(t *testing.T) {
 				t.Fatalf("a timed-out batch: %v, %v; want KeyErrors for every key", r.v.m, r.v.err)
 			}
 			for _, k := range keys {
-				if !errors.Is(ke[k], context.DeadlineExceeded) {
-					t.Errorf("key %q: %v, want context.DeadlineExceeded", k, ke[k])
+				if !errors.Is(ke[k], cache.ErrComputeTimeout) || !errors.Is(ke[k], context.DeadlineExceeded) {
+					t.Errorf("key %q: %v, want ErrComputeTimeout, matching context.DeadlineExceeded", k, ke[k])
 				}
 			}
 			got, err := c.GetOrComputeMany(bounded(t, 10*time.Second), keys, valuesOf)

@@ -35,6 +35,14 @@ var (
 	// [Cache.InvalidateTags] for how far an invalidation got). The compute
 	// paths never return it: they compute without Redis (Outcome Degraded).
 	ErrUnavailable = errors.New("cache: Redis unavailable")
+	// ErrComputeTimeout is the error of a compute function that ran past
+	// Options.ComputeTimeout while ignoring its context: its callers are
+	// released with it (the compute finishes in the background and its
+	// result is dropped) while their own contexts may still be alive. It
+	// also matches context.DeadlineExceeded, the error such a call returned
+	// before it existed; test it first to tell the compute's bound from the
+	// caller's own deadline.
+	ErrComputeTimeout = errors.New("cache: compute ran past ComputeTimeout")
 	// ErrSoftTimeout is the Result.Err of a stale value that answered
 	// because the compute ran past Options.SoftTimeout; the compute goes on
 	// in the background and fills when it ends.

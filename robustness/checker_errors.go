@@ -71,7 +71,7 @@ func (c *checker) allowed(o *Op) []string {
 	}
 	// A caller that shares a FetchWithFallback's call gets its fallback's
 	// answer, error included (documented on FetchWithFallback).
-	ok := []string{wire.ErrDeadline, wire.ErrOrigin, wire.ErrPanic, wire.ErrNotFound, wire.ErrInvalidated, wire.ErrFallback}
+	ok := []string{wire.ErrDeadline, wire.ErrComputeTimeout, wire.ErrOrigin, wire.ErrPanic, wire.ErrNotFound, wire.ErrInvalidated, wire.ErrFallback}
 	if c.sc.Options.BusyError {
 		ok = append(ok, wire.ErrLeaseBusy)
 	}

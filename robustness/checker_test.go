@@ -487,3 +487,36 @@ func TestCheckerSelected(t *testing.T) {
 		}, ""},
 	})
 }
+
+// With L1, another replica's write reaches a replica's L1 with its
+// announcement: the replaced value answers there only within the
+// cross-replica window, unless a fault may have lost the announcement
+// (then until L1TTL ends).
+func TestCheckerL1AfterAnotherReplicasWrite(t *testing.T) {
+	sc := testScenario
+	sc.Options.L1Size, sc.Options.L1TTL = 100, 8*time.Second
+	for _, tc := range []struct {
+		name      string
+		fault     bool
+		violation string
+	}{
+		{"no fault: the announcement arrives", false, "write"},
+		{"the subscription killed meanwhile", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			b.op("r0", wire.OpSet, "k0", 100, 110, wire.Response{})
+			if tc.fault {
+				b.h.Events = append(b.h.Events, Event{At: at(105), What: "pubsub-kill: pub/sub connections killed"},
+					Event{At: at(150), What: "pubsub-kill: healed", Heal: true})
+			}
+			r := val("c1")
+			r.Outcome = "hit"
+			b.op("r1", wire.OpFetch, "k0", 2000, 2010, r)
+			if got := properties(Check(sc, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}

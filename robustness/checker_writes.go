@@ -7,21 +7,45 @@ package robustness
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stampede-go/stampede/robustness/wire"
 )
 
-// crossWindow is how long after a replica's Set or Delete returned another
-// replica may still answer the value it replaced: the documented
+// crossWindow is how long after a replica's Set or Delete returned
+// another replica may still answer the value it replaced: the documented
 // cross-replica read window (a GET reply or fill notification in flight;
-// with L1, the invalidation's delivery, bounded by L1TTL when it is lost).
-func (sc Scenario) crossWindow() time.Duration {
+// with L1, the write's announcement on its way), 500 ms with the suite's
+// slack. With L1, an announcement that a fault may have lost (see
+// announcementLost) leaves the replaced value in L1 until L1TTL ends.
+func (c *checker) crossWindow(replica string, from, to time.Duration) time.Duration {
 	w := 500 * time.Millisecond
-	if sc.Options.L1Size > 0 {
-		w += sc.Options.L1TTL
+	if c.sc.Options.L1Size > 0 && c.announcementLost(replica, from, to) {
+		w += c.sc.Options.L1TTL
 	}
 	return w
+}
+
+// announcementLost reports whether a fault during [from, to] (or settling
+// then) may have kept a write's announcement from replica: its
+// subscription killed, Redis killed, paused or failed over, or replica
+// itself cut off, reset, paused or killed. Without one, an announcement
+// arrives, and L1 drops the replaced value.
+func (c *checker) announcementLost(replica string, from, to time.Duration) bool {
+	for _, f := range c.faults {
+		if f.from > to || from > f.to {
+			continue
+		}
+		kind, _, _ := strings.Cut(f.what, ":")
+		switch {
+		case kind == "pubsub-kill":
+			return true
+		case breaksOneCompute(kind) && (f.replica == "" || f.replica == replica):
+			return true
+		}
+	}
+	return false
 }
 
 // writes: after Set, Delete or Expire of a key returned, a call of that
@@ -44,7 +68,7 @@ func (c *checker) writes() {
 				if c.sc.Mode == "local" {
 					continue
 				}
-				begin += c.sc.crossWindow()
+				begin += c.crossWindow(a.op.Replica, w.Invoke, a.op.Invoke)
 			}
 			if a.op.Invoke <= begin || c.degraded(a) || a.v.Src == "fallback" || a.v.ID == fmt.Sprintf("s%d", w.Req.ID) {
 				continue

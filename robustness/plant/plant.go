@@ -96,6 +96,13 @@ var Bugs = []Bug{
 		New:   `return zero, fmt.Errorf("redis step (%s, no reply from Redis meanwhile): %w", d, context.DeadlineExceeded)`,
 	},
 	{
+		Name:  "l1-ignores-announcements",
+		Class: "L1 keeps a value another replica replaced when the write's announcement arrives: stale reads until L1TTL",
+		File:  "cache/cache.go",
+		Old:   "\tc.redis.p.Forget(key)\n\tc.l1.invalidate(key)\n",
+		New:   "\tc.redis.p.Forget(key)\n",
+	},
+	{
 		Name:  "quorum-majority-off-by-one",
 		Class: "the quorum lease granted by half the servers, not a majority: two holders at once",
 		File:  "lease/quorum.go",

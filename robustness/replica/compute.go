@@ -174,6 +174,8 @@ func kind(err error) string {
 		return wire.ErrOrigin
 	case errors.Is(err, errFallback):
 		return wire.ErrFallback
+	case errors.Is(err, cache.ErrComputeTimeout):
+		return wire.ErrComputeTimeout
 	case errors.Is(err, context.DeadlineExceeded):
 		return wire.ErrDeadline
 	case errors.Is(err, context.Canceled):

@@ -204,5 +204,8 @@ const (
 	ErrClosed       = "closed"
 	ErrSoftTimeout  = "soft-timeout"
 	ErrFailSafe     = "fail-safe"
-	ErrOther        = "other"
+	// ErrComputeTimeout: the compute ran past ComputeTimeout (it matches
+	// context.DeadlineExceeded too, and is told apart first).
+	ErrComputeTimeout = "compute-timeout"
+	ErrOther          = "other"
 )
