@@ -89,11 +89,11 @@ var Bugs = []Bug{
 		New:   "\t\tcase cl.won || cl.err == nil:\n\t\t\ttasks = append(",
 	},
 	{
-		Name:  "budget-as-context-error",
-		Class: "a Redis step past its budget fails with a bare context error: the caller reads its own context as ended while it is alive",
-		File:  "cache/internal/redisstep/budget.go",
-		Old:   `return zero, fmt.Errorf("%w (%s, no reply from Redis meanwhile): %w", b.h.errTimeout, d, context.DeadlineExceeded)`,
-		New:   `return zero, fmt.Errorf("redis step (%s, no reply from Redis meanwhile): %w", d, context.DeadlineExceeded)`,
+		Name:  "compute-timeout-as-context-error",
+		Class: "callers released by a compute past ComputeTimeout get a bare context error while their own contexts are alive",
+		File:  "cache/compute.go",
+		Old:   "if ctx.Err() == nil { // the compute's own bound, not its callers' context",
+		New:   "if false { // planted",
 	},
 	{
 		Name:  "l1-ignores-announcements",
