@@ -49,17 +49,6 @@ func faultWindows(h *History, settle time.Duration) []fault {
 	return out
 }
 
-// faulty reports whether a fault affecting replica (any replica when "")
-// overlaps [from, to].
-func (c *checker) faulty(replica string, from, to time.Duration) bool {
-	for _, f := range c.faults {
-		if f.from <= to && from <= f.to && (f.replica == "" || replica == "" || f.replica == replica) {
-			return true
-		}
-	}
-	return false
-}
-
 // paused reports whether replica was paused or killed during [from, to].
 func (c *checker) paused(replica string, from, to time.Duration) bool {
 	for _, f := range c.faults {
