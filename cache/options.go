@@ -128,7 +128,7 @@ type Options struct {
 	// callers to local computes (see docs/operating.md). Under CPU
 	// starvation a quiet is not judged silence when the budget's own timer
 	// fired more than a quarter of the budget late (this process starved),
-	// nor when it is no longer than the longest round trip past
+	// nor when it is within twice the longest round trip past
 	// RedisTimeout that Redis answered within the last WaitTimeout (a
 	// Redis busy in bursts); both are judged only when a budget ends. The caller's
 	// context bounds every step too. A budget below Redis' idle round trip

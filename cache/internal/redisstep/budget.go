@@ -238,7 +238,7 @@ type stepResult[T any] struct {
 // Run runs step within budget b and ctx. The budget starts at
 // b.h.rto(), RedisTimeout while Redis answers within it: when it ends and
 // no reply at all came from Redis meanwhile (Redis silent; "meanwhile"
-// stretched to the longest round trip past RedisTimeout that Redis
+// stretched to twice the longest round trip past RedisTimeout that Redis
 // answered within the last WaitTimeout, when longer: see silenceWindow),
 // and this process was not itself starved of CPU (the budget's timer
 // fired less than a quarter of the budget late), the step fails
