@@ -125,7 +125,12 @@ type Options struct {
 	// (Redis slow: load) is waited for, and the budget follows the observed
 	// round trip: clamp(srtt + max(4·rttvar, srtt), RedisTimeout,
 	// WaitTimeout), so a slow Redis never opens the breaker nor sends
-	// callers to local computes (see docs/operating.md). The caller's
+	// callers to local computes (see docs/operating.md). Under CPU
+	// starvation a quiet is not judged silence when the budget's own timer
+	// fired more than a quarter of the budget late (this process starved),
+	// nor when it is within twice the longest round trip past
+	// RedisTimeout that Redis answered within the last WaitTimeout (a
+	// Redis busy in bursts); both are judged only when a budget ends. The caller's
 	// context bounds every step too. A budget below Redis' idle round trip
 	// makes a lone caller's calls degrade: raise it for a distant Redis.
 	// With a go-redis client built with ContextTimeoutEnabled, a step whose

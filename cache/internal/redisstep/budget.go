@@ -237,7 +237,11 @@ type stepResult[T any] struct {
 
 // Run runs step within budget b and ctx. The budget starts at
 // b.h.rto(), RedisTimeout while Redis answers within it: when it ends and
-// no reply at all came from Redis meanwhile (Redis silent), the step fails
+// no reply at all came from Redis meanwhile (Redis silent; "meanwhile"
+// stretched to twice the longest round trip past RedisTimeout that Redis
+// answered within the last WaitTimeout, when longer: see silenceWindow),
+// and this process was not itself starved of CPU (the budget's timer
+// fired less than a quarter of the budget late), the step fails
 // with an error matching the budget's errTimeout (an outage, which counts
 // towards the breaker); while replies keep coming (Redis slow), the caller
 // waits on, one budget after another, up to WaitTimeout (then the failure
@@ -359,13 +363,16 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 			// itself too starved of CPU to judge (its timer fired late
 			// by more than a quarter of the budget: replies may sit
 			// unread in its sockets), or replies keep coming: slow, wait
-			// on.
+			// on. "Silent" is judged over the budget, or over the
+			// longest quiet Redis was lately seen to answer after (see
+			// silenceWindow): a Redis busy in bursts.
 			// A heartbeat's answer alone (no step's reply) buys one more
 			// budget, not WaitTimeout: its connection may reach Redis
 			// while the steps' connections are black-holed.
 			late := fired.Sub(armed) - d
-			silent := !b.h.answering(d)
-			if !silent && !b.h.stepsAnswering(d) {
+			w := b.h.silenceWindow(d)
+			silent := !b.h.answering(w)
+			if !silent && !b.h.stepsAnswering(w) {
 				silent, heardOnly = heardOnly, true
 			}
 			if silent && late < d/4 {

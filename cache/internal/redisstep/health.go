@@ -54,6 +54,12 @@ type link struct {
 	lastHeard atomic.Int64
 	srtt      atomic.Int64 // nanoseconds; 0: no sample yet
 	rttvar    atomic.Int64
+	// slowRTT is the longest round trip past RedisTimeout of the replies
+	// that came since slow ones began to arrive, and slowAt (as lastReply)
+	// when the last of them came: how long Redis was lately seen to stay
+	// quiet and answer after all (see silenceWindow).
+	slowRTT atomic.Int64
+	slowAt  atomic.Int64
 	// cut: an inline step was cut at its budget with Redis silent; steps
 	// run on goroutines (which can outlive their budget and learn the
 	// round trip from a late reply) until a reply within the budget.
@@ -103,7 +109,14 @@ func (h *redisHealth) release(rdb redis.UniversalClient) {
 
 // replied records a reply that took rtt to come.
 func (h *redisHealth) replied(rtt time.Duration) {
-	h.lastReply.Store(int64(time.Since(h.base)))
+	now := int64(time.Since(h.base))
+	h.lastReply.Store(now)
+	if rtt > h.floor { // a slow reply: never on a hit path that Redis answers in time
+		if int64(rtt) > h.slowRTT.Load() || now-h.slowAt.Load() > int64(h.ceil) {
+			h.slowRTT.Store(int64(rtt))
+		}
+		h.slowAt.Store(now)
+	}
 	if rtt < h.floor && h.cut.Load() {
 		h.cut.Store(false)
 	}
@@ -178,6 +191,28 @@ func (h *redisHealth) expect() time.Duration {
 // step or heard outside them.
 func (h *redisHealth) answering(window time.Duration) bool {
 	return h.stepsAnswering(window) || within(h.base, h.lastHeard.Load(), window)
+}
+
+// silenceWindow is how long a step waiting with budget d may hear nothing
+// from Redis before Redis is judged silent: d, or twice the longest round
+// trip past RedisTimeout of the slow replies that kept coming until less
+// than WaitTimeout ago (within WaitTimeout), when longer. Redis busy in
+// bursts (a slow script, a save, a saturated core) answers a queue of
+// steps at once, then nothing for a whole burst; the quick replies between
+// bursts lower the budget (the estimate follows the common round trip)
+// below a burst that Redis has just been seen to come out of: that quiet
+// is load, not an outage. Twice, as the budget is at least twice the
+// smoothed round trip: the quiet a client sees spans a burst and the
+// moments around it (measured: a 153 ms reply, then 155 ms of quiet). A
+// Redis that goes silent for good costs that longer window only to the
+// steps already waiting when it went quiet, and only until WaitTimeout has
+// passed since its last slow reply.
+func (h *redisHealth) silenceWindow(d time.Duration) time.Duration {
+	at := h.slowAt.Load()
+	if at == 0 || int64(time.Since(h.base))-at > int64(h.ceil) {
+		return d
+	}
+	return max(d, min(2*time.Duration(h.slowRTT.Load()), h.ceil))
 }
 
 // stepsAnswering reports whether a step's reply arrived within the last
