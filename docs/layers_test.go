@@ -22,9 +22,11 @@ var layer = map[string][]string{
 	"singleflight":      nil,
 	"stale":             nil,
 	"internal/fencelua": nil,
-	"lease":             {"internal/fencelua"},
-	"cache":             {"singleflight", "stale", "lease", "cache/internal/"},
-	"middleware":        {"cache"},
+	// The dial hook the cache's Redis steps and the lease's share.
+	"internal/dialwatch": nil,
+	"lease":              {"internal/fencelua", "internal/dialwatch"},
+	"cache":              {"singleflight", "stale", "lease", "cache/internal/"},
+	"middleware":         {"cache"},
 
 	// Test and example infrastructure: never imported by the library.
 	"internal/childproc":   nil,
@@ -54,8 +56,9 @@ var layer = map[string][]string{
 	"cache/internal/": {"cache/internal/"},
 	// The budget and breaker of a Redis step: under everything else of
 	// cache/, it imports nothing of the module (cache hands it the
-	// sentinel a step past its budget matches).
-	"cache/internal/redisstep": nil,
+	// sentinel a step past its budget matches), but the dial hook it
+	// shares with lease.
+	"cache/internal/redisstep": {"internal/dialwatch"},
 	// The invalidation marks as a process holds them: the model, the
 	// check, the heartbeats' trust, the announcements. Redis reaches them
 	// only as functions cache hands in, so they import no Redis step; they

@@ -7,7 +7,7 @@ package lease
 // backoff), so a step that waited for it ran out of its budget and was
 // reported as a silent server (ErrRedisTimeout), which it was not, and a
 // Quorum paid a whole ServerTimeout per refused master. So a hook on each
-// go-redis client (dialWatch) tells the client's link of every failed dial
+// go-redis client (internal/dialwatch) tells the client's link of every failed dial
 // at once, and a step of that client that is waiting, with no reply from
 // the client since it began, ends with the dial's own error ("dial tcp
 // 127.0.0.1:1: connect: connection refused"), at (almost) no cost. A
@@ -26,8 +26,6 @@ package lease
 
 import (
 	"context"
-	"errors"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -35,6 +33,8 @@ import (
 	"weak"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/dialwatch"
 )
 
 // link is what the steps of one go-redis client know of its dials: when a
@@ -42,7 +42,7 @@ import (
 type link struct {
 	base      time.Time    // monotonic origin of lastReply
 	lastReply atomic.Int64 // nanoseconds since base; 0: never
-	// epoch ends at the client's next failed dial (see dialWatch).
+	// epoch ends at the client's next failed dial (see dialwatch).
 	epoch atomic.Pointer[dialEpoch]
 }
 
@@ -78,22 +78,22 @@ var links = struct {
 func linkOf(rdb redis.Scripter) *link {
 	switch c := rdb.(type) {
 	case *redis.Client:
-		return linkFor(c, func(l *link) { c.AddHook(dialWatch{l}) })
+		return linkFor(c, func(l *link) { c.AddHook(dialwatch.Hook{Failed: l.dialFailed}) })
 	case *redis.ClusterClient:
 		// A Cluster dials through its nodes' clients, never its own
 		// DialHook: each node's client gets the hook as the Cluster
 		// creates it. The nodes it made already (it has run commands)
 		// cannot be reached without a round trip, and keep the budget.
 		return linkFor(c, func(l *link) {
-			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialWatch{l}) })
+			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialwatch.Hook{Failed: l.dialFailed}) })
 		})
 	case *redis.Ring:
 		// A Ring, too, dials through its shards' clients: those it has
 		// now (listed without a round trip), and those SetAddrs adds.
 		return linkFor(c, func(l *link) {
-			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialWatch{l}) })
+			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialwatch.Hook{Failed: l.dialFailed}) })
 			_ = c.ForEachShard(context.Background(), func(_ context.Context, n *redis.Client) error {
-				n.AddHook(dialWatch{l})
+				n.AddHook(dialwatch.Hook{Failed: l.dialFailed})
 				return nil
 			})
 		})
@@ -121,34 +121,6 @@ func linkFor[C any](c *C, hook func(*link)) *link {
 		delete(links.m, key)
 	}, key)
 	return l
-}
-
-// dialWatch is the hook on a client: it tells the link of every failed
-// dial.
-type dialWatch struct{ l *link }
-
-var _ redis.Hook = dialWatch{}
-
-// DialHook implements redis.Hook.
-func (w dialWatch) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := next(ctx, network, addr)
-		if err != nil && ctx.Err() == nil {
-			var ne net.Error
-			if !(errors.As(err, &ne) && ne.Timeout()) {
-				w.l.dialFailed(err)
-			}
-		}
-		return conn, err
-	}
-}
-
-// ProcessHook implements redis.Hook: commands pass untouched.
-func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-// ProcessPipelineHook implements redis.Hook: pipelines pass untouched.
-func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // dialFailed ends the current dial epoch with err as its cause: the steps

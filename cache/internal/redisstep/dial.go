@@ -2,11 +2,7 @@ package redisstep
 
 import (
 	"context"
-	"errors"
-	"net"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A refused connection, an unknown host or a TLS handshake that fails is an
@@ -15,7 +11,7 @@ import (
 // 100 ms apart, by default) and retries the command (3 times, with
 // backoff), and a step that waits for it would run out of its budget and
 // be reported as a silent Redis (ErrRedisTimeout) that it was not. So a
-// hook on the client (dialWatch) tells the link of each failed dial at
+// hook on the client (internal/dialwatch) tells the link of each failed dial at
 // once, and a step of that client that is waiting with no reply from Redis
 // since it began ends with the dial's own error ("dial tcp 127.0.0.1:1:
 // connect: connection refused"), an outage that costs its caller (almost)
@@ -43,34 +39,6 @@ type dialFailure struct{ err error }
 
 func (e *dialFailure) Error() string { return e.err.Error() }
 func (e *dialFailure) Unwrap() error { return e.err }
-
-// dialWatch is the hook a budget adds to its client (once per link): it
-// tells the link of every failed dial, the pub/sub connections' included.
-type dialWatch struct{ l *link }
-
-var _ redis.Hook = dialWatch{}
-
-// DialHook implements redis.Hook.
-func (w dialWatch) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := next(ctx, network, addr)
-		if err != nil && ctx.Err() == nil {
-			var ne net.Error
-			if !(errors.As(err, &ne) && ne.Timeout()) {
-				w.l.dialFailed(err)
-			}
-		}
-		return conn, err
-	}
-}
-
-// ProcessHook implements redis.Hook: commands pass untouched.
-func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-// ProcessPipelineHook implements redis.Hook: pipelines pass untouched.
-func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 
 // dialFailed ends the current dial epoch with err as its cause: the steps
 // waiting on it with no reply since they began end with err.

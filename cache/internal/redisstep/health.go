@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/dialwatch"
 )
 
 // errRedisLoad marks a Redis step that ran out of its budget, or timed out
@@ -64,7 +66,7 @@ type link struct {
 	// run on goroutines (which can outlive their budget and learn the
 	// round trip from a late reply) until a reply within the budget.
 	cut atomic.Bool
-	// epoch ends at the client's next failed dial (see dialWatch);
+	// epoch ends at the client's next failed dial (see dialwatch);
 	// lastDialFail is when the last one failed (as lastReply).
 	epoch        atomic.Pointer[dialEpoch]
 	lastDialFail atomic.Int64
@@ -90,7 +92,7 @@ func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient, errTim
 		// Once per link: a client whose caches all closed and that gets a
 		// new one carries the old link's hook too, which tells a link no
 		// step waits on.
-		rdb.AddHook(dialWatch{l})
+		rdb.AddHook(dialwatch.Hook{Failed: l.dialFailed})
 	}
 	l.refs++
 	return &redisHealth{floor: floor, ceil: max(ceil, floor), errTimeout: errTimeout, link: l}
