@@ -3,6 +3,8 @@ package cache
 import (
 	"sync"
 	"time"
+
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 )
 
 // Clock is a clock that tests move by hand, so that they walk a timeline
@@ -61,3 +63,8 @@ func Refreshing[V any](c *Cache[V], key string) bool {
 func Heartbeating[V any](c *Cache[V]) bool {
 	return c.redis != nil && c.redis.p.Notifier().Beating()
 }
+
+// UnderLoad reports whether err, a Redis failure a cache counted, is one
+// under load (Redis answering, slowly), which never opens the breaker nor
+// makes a caller compute locally; not an outage.
+func UnderLoad(err error) bool { return redisstep.UnderLoad(err) }

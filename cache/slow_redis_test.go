@@ -226,7 +226,18 @@ func TestSlowingRedisNeverDegrades(t *testing.T) {
 			// The default InvalidationWait (100 ms), below most round trips
 			// here: a marks read vouches for the decisions taken before it
 			// was sent, however late its answer.
-			fleet := fleetOn(t, p.Addr(), cfg.opts, cache.Options{RedisTimeout: 250 * time.Millisecond})
+			// A step may fail under load (a client that honours deadlines
+			// cuts a step at its budget on the socket, and a loaded machine
+			// makes a 160 ms round trip last past 250 ms): such a failure
+			// is counted, and must be one under load, never an outage.
+			var outages atomic.Int64
+			observer := cache.ObserverFunc(func(_ context.Context, e cache.Event) {
+				if e.Kind == cache.EventRedisError && !cache.UnderLoad(e.Err) {
+					outages.Add(1)
+					t.Logf("Redis error taken for an outage: %v", e.Err)
+				}
+			})
+			fleet := fleetOn(t, p.Addr(), cfg.opts, cache.Options{RedisTimeout: 250 * time.Millisecond, Observer: observer})
 			o := &fleetOrigin{calls: map[string]int{}}
 			oneComputePerKey(t, fleet, o, "healthy-")
 			for _, oneWay := range []time.Duration{40, 80, 120, 150} { // ms: round trips 80, 160, 240, 300
@@ -236,9 +247,10 @@ func TestSlowingRedisNeverDegrades(t *testing.T) {
 			if d := total(fleet, degraded); d != 0 {
 				t.Errorf("%d callers computed locally (degraded) while Redis slowed", d)
 			}
-			if n := total(fleet, func(s cache.Stats) uint64 { return s.RedisErrors }); n != 0 {
-				t.Errorf("%d Redis errors counted while Redis slowed", n)
+			if n := outages.Load(); n != 0 {
+				t.Errorf("%d Redis errors taken for an outage while Redis slowed", n)
 			}
+			t.Logf("Redis errors under load: %d", total(fleet, func(s cache.Stats) uint64 { return s.RedisErrors }))
 			breakersClosed(t, fleet)
 		})
 	}
