@@ -43,28 +43,8 @@ type link struct {
 	base      time.Time    // monotonic origin of lastReply
 	lastReply atomic.Int64 // nanoseconds since base; 0: never
 	// epoch ends at the client's next failed dial (see dialwatch).
-	epoch atomic.Pointer[dialEpoch]
+	epoch atomic.Pointer[dialwatch.Epoch]
 }
-
-// dialEpoch is cancelled, with the failed dial's error as its cause, at the
-// client's next failed dial; the link then starts a new one.
-type dialEpoch struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-}
-
-func newDialEpoch() *dialEpoch {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &dialEpoch{ctx: ctx, cancel: cancel}
-}
-
-// dialFailure is a failed dial of the client, as its hook saw it: not one
-// whose own context ended, not a dial timeout (a black hole, found by the
-// budget). It reads as the dial's error and unwraps to it.
-type dialFailure struct{ err error }
-
-func (e *dialFailure) Error() string { return e.err.Error() }
-func (e *dialFailure) Unwrap() error { return e.err }
 
 // links are the concrete clients' links, keyed by a weak pointer to the
 // client: an entry goes when its client is collected.
@@ -74,29 +54,16 @@ var links = struct {
 }{m: map[any]*link{}}
 
 // linkOf returns the link of rdb, adding the dial hook to rdb the first
-// time: nil for a Scripter the hook cannot be added to.
+// time (to each node's client for a Cluster or a Ring: see
+// dialwatch.Watch): nil for a Scripter the hook cannot be added to.
 func linkOf(rdb redis.Scripter) *link {
 	switch c := rdb.(type) {
 	case *redis.Client:
-		return linkFor(c, func(l *link) { c.AddHook(dialwatch.Hook{Failed: l.dialFailed}) })
+		return linkFor(c, func(l *link) { dialwatch.Watch(c, l.dialFailed) })
 	case *redis.ClusterClient:
-		// A Cluster dials through its nodes' clients, never its own
-		// DialHook: each node's client gets the hook as the Cluster
-		// creates it. The nodes it made already (it has run commands)
-		// cannot be reached without a round trip, and keep the budget.
-		return linkFor(c, func(l *link) {
-			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialwatch.Hook{Failed: l.dialFailed}) })
-		})
+		return linkFor(c, func(l *link) { dialwatch.Watch(c, l.dialFailed) })
 	case *redis.Ring:
-		// A Ring, too, dials through its shards' clients: those it has
-		// now (listed without a round trip), and those SetAddrs adds.
-		return linkFor(c, func(l *link) {
-			c.OnNewNode(func(n *redis.Client) { n.AddHook(dialwatch.Hook{Failed: l.dialFailed}) })
-			_ = c.ForEachShard(context.Background(), func(_ context.Context, n *redis.Client) error {
-				n.AddHook(dialwatch.Hook{Failed: l.dialFailed})
-				return nil
-			})
-		})
+		return linkFor(c, func(l *link) { dialwatch.Watch(c, l.dialFailed) })
 	}
 	return nil
 }
@@ -111,7 +78,7 @@ func linkFor[C any](c *C, hook func(*link)) *link {
 		return l
 	}
 	l := &link{base: time.Now()}
-	l.epoch.Store(newDialEpoch())
+	l.epoch.Store(dialwatch.NewEpoch())
 	links.m[key] = l
 	// Once per client: every Client and Quorum on it shares the link.
 	hook(l)
@@ -126,8 +93,7 @@ func linkFor[C any](c *C, hook func(*link)) *link {
 // dialFailed ends the current dial epoch with err as its cause: the steps
 // waiting on it with no reply since they began end with err.
 func (l *link) dialFailed(err error) {
-	e := l.epoch.Swap(newDialEpoch())
-	e.cancel(&dialFailure{err})
+	l.epoch.Swap(dialwatch.NewEpoch()).End(err)
 }
 
 // replied records that a step of the client had a reply (the server
@@ -138,14 +104,14 @@ func (l *link) replied() {
 
 // dialCause is the failed dial that ended e while a step begun at start
 // waited, with no step's reply since: the step's outcome. Nil otherwise.
-func (l *link) dialCause(e *dialEpoch, start time.Time) error {
-	if e.ctx.Err() == nil {
+func (l *link) dialCause(e *dialwatch.Epoch, start time.Time) error {
+	if !e.Ended() {
 		return nil
 	}
 	if last := l.lastReply.Load(); last != 0 && last >= int64(start.Sub(l.base)) {
 		return nil
 	}
-	return context.Cause(e.ctx)
+	return e.Cause()
 }
 
 // watched runs call on a goroutine of its own and waits for it while ctx
@@ -156,11 +122,11 @@ func (l *link) dialCause(e *dialEpoch, start time.Time) error {
 // With l nil (a Scripter without the hook) only ctx can end the wait.
 func watched[T any](ctx context.Context, l *link, call func(context.Context) (T, error)) (T, error) {
 	var dialEnded <-chan struct{}
-	var e *dialEpoch
+	var e *dialwatch.Epoch
 	start := time.Now()
 	if l != nil {
 		e = l.epoch.Load()
-		dialEnded = e.ctx.Done()
+		dialEnded = e.Done()
 	}
 	done := make(chan stepResult[T], 1) // buffered: a late step never blocks
 	go func() {

@@ -12,6 +12,18 @@ import (
 	"github.com/stampede-go/stampede/lease"
 )
 
+// restartedServerTimeout is the quorums' ServerTimeout in these tests: a
+// budget that a loaded machine meets, the first command of each client
+// dialling through a fault proxy under -race included (at 200 ms, a
+// server that answered late was not counted, and A found no majority).
+// A's acquire waits it out for the two servers it is cut off from.
+const restartedServerTimeout = time.Second
+
+// restartedTTL is the leases' TTL: A's validity must outlast its own
+// acquire (restartedServerTimeout), a restart, and B's attempt (one more
+// restartedServerTimeout when B is cut off from servers).
+const restartedTTL = 5 * time.Second
+
 // restartable is five independent servers that a test can restart empty,
 // with replica A reaching them through fault proxies of its own.
 type restartable struct {
@@ -53,7 +65,7 @@ func newRestartable(t *testing.T) restartable {
 // the least majority of five: A is cut off from 3 and 4 while it acquires.
 func (r restartable) holdOnThree(t *testing.T, name string, ttl time.Duration) *lease.Lease {
 	t.Helper()
-	a := newQuorum(t, replicaClients(t, r.aProxied), lease.QuorumOptions{ServerTimeout: 200 * time.Millisecond})
+	a := newQuorum(t, replicaClients(t, r.aProxied), lease.QuorumOptions{ServerTimeout: restartedServerTimeout})
 	r.cutA(true, 3, 4)
 	la, err := a.Acquire(context.Background(), name, ttl)
 	if err != nil {
@@ -73,11 +85,11 @@ func (r restartable) holdOnThree(t *testing.T, name string, ttl time.Duration) *
 func TestQuorumDoesNotCountAServerRestartedEmptyWhileTheLeaseItLostIsValid(t *testing.T) {
 	r := newRestartable(t)
 	name := redistest.Prefix(t)
-	const ttl = 3 * time.Second
+	const ttl = restartedTTL
 	la := r.holdOnThree(t, name, ttl)
 	r.restart(0)
 
-	b := newQuorum(t, replicaClients(t, r.addrs), lease.QuorumOptions{ServerTimeout: 200 * time.Millisecond})
+	b := newQuorum(t, replicaClients(t, r.addrs), lease.QuorumOptions{ServerTimeout: restartedServerTimeout})
 	lb, err := b.Acquire(context.Background(), name, ttl)
 	if err == nil {
 		t.Fatalf("B took the lease (fence %d) on %d servers while A's was valid for %s more (fence %d): two holders",
@@ -93,7 +105,7 @@ func TestQuorumDoesNotCountAServerRestartedEmptyWhileTheLeaseItLostIsValid(t *te
 	// Once A's lease has expired, B gets it, with a fence above A's.
 	b = newQuorum(t, replicaClients(t, r.addrs), lease.QuorumOptions{
 		Options:       lease.Options{Retries: 1000, RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond},
-		ServerTimeout: 200 * time.Millisecond,
+		ServerTimeout: restartedServerTimeout,
 	})
 	lb, err = b.Acquire(context.Background(), name, ttl)
 	if err != nil {
@@ -114,7 +126,7 @@ func TestQuorumDoesNotCountAServerRestartedEmptyWhileTheLeaseItLostIsValid(t *te
 func TestQuorumDoesNotCountARestartedServerWhenTheHoldersOtherServersAreCutOff(t *testing.T) {
 	r := newRestartable(t)
 	name := redistest.Prefix(t)
-	const ttl = 3 * time.Second
+	const ttl = restartedTTL
 	// An earlier lease on all five servers, released: they all know the name.
 	first := newQuorum(t, replicaClients(t, r.addrs), lease.QuorumOptions{})
 	l0, err := first.Acquire(context.Background(), name, ttl)
@@ -130,7 +142,7 @@ func TestQuorumDoesNotCountARestartedServerWhenTheHoldersOtherServersAreCutOff(t
 	bProxies, bProxied := newProxies(t, r.addrs)
 	bProxies[1].SetPartition(true)
 	bProxies[2].SetPartition(true)
-	b := newQuorum(t, replicaClients(t, bProxied), lease.QuorumOptions{ServerTimeout: 200 * time.Millisecond})
+	b := newQuorum(t, replicaClients(t, bProxied), lease.QuorumOptions{ServerTimeout: restartedServerTimeout})
 	lb, err := b.Acquire(context.Background(), name, ttl)
 	if err == nil {
 		t.Fatalf("B took the lease (fence %d) while A's was valid for %s more (fence %d): two holders",
@@ -150,7 +162,7 @@ func TestQuorumDoesNotCountARestartedServerWhenTheHoldersOtherServersAreCutOff(t
 func TestQuorumCountsFreshServersOnTheFirstLease(t *testing.T) {
 	addrs, _, kill := serverAddrs(t, 5)
 	kill(4)
-	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: 200 * time.Millisecond})
+	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: restartedServerTimeout})
 	if _, err := q.Acquire(context.Background(), redistest.Prefix(t), time.Minute); err != nil {
 		t.Fatalf("first lease on fresh servers, one down: %v", err)
 	}

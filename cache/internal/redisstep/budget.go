@@ -332,7 +332,7 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 	t := time.NewTimer(d)
 	defer t.Stop()
 	heardOnly := false // a budget was waited on for a heartbeat's answer alone
-	dialEnded := e.ctx.Done()
+	dialEnded := e.Done()
 	for {
 		select {
 		case r := <-done:

@@ -1,8 +1,9 @@
 package redisstep
 
 import (
-	"context"
 	"time"
+
+	"github.com/stampede-go/stampede/internal/dialwatch"
 )
 
 // A refused connection, an unknown host or a TLS handshake that fails is an
@@ -20,41 +21,20 @@ import (
 // step already running inline when Redis starts refusing connections waits
 // out its budget (see Run).
 
-// dialEpoch is cancelled, with the failed dial's error as its cause, at the
-// client's next failed dial; the link then starts a new one.
-type dialEpoch struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-}
-
-func newDialEpoch() *dialEpoch {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &dialEpoch{ctx: ctx, cancel: cancel}
-}
-
-// dialFailure is a failed dial of the client, as its hook saw it: not one
-// its own context ended, not a dial timeout (a black hole, found by the
-// budget). It reads as the dial's error.
-type dialFailure struct{ err error }
-
-func (e *dialFailure) Error() string { return e.err.Error() }
-func (e *dialFailure) Unwrap() error { return e.err }
-
 // dialFailed ends the current dial epoch with err as its cause: the steps
 // waiting on it with no reply since they began end with err.
 func (l *link) dialFailed(err error) {
 	l.lastDialFail.Store(int64(time.Since(l.base)))
-	e := l.epoch.Swap(newDialEpoch())
-	e.cancel(&dialFailure{err})
+	l.epoch.Swap(dialwatch.NewEpoch()).End(err)
 }
 
 // dialCause is the failed dial that ended e while a step begun at start
 // waited, with no step's reply since: the step's outcome. Nil otherwise.
-func (h *redisHealth) dialCause(e *dialEpoch, start time.Time) error {
-	if e.ctx.Err() == nil || h.repliedSince(start) {
+func (h *redisHealth) dialCause(e *dialwatch.Epoch, start time.Time) error {
+	if !e.Ended() || h.repliedSince(start) {
 		return nil
 	}
-	return context.Cause(e.ctx)
+	return e.Cause()
 }
 
 // repliedSince reports whether a step's reply arrived at or after t.

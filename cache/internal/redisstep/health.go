@@ -68,7 +68,7 @@ type link struct {
 	cut atomic.Bool
 	// epoch ends at the client's next failed dial (see dialwatch);
 	// lastDialFail is when the last one failed (as lastReply).
-	epoch        atomic.Pointer[dialEpoch]
+	epoch        atomic.Pointer[dialwatch.Epoch]
 	lastDialFail atomic.Int64
 	refs         int // caches using it, under links' lock
 }
@@ -87,12 +87,12 @@ func newRedisHealth(floor, ceil time.Duration, rdb redis.UniversalClient, errTim
 	l := links.m[rdb]
 	if l == nil {
 		l = &link{base: time.Now()}
-		l.epoch.Store(newDialEpoch())
+		l.epoch.Store(dialwatch.NewEpoch())
 		links.m[rdb] = l
 		// Once per link: a client whose caches all closed and that gets a
 		// new one carries the old link's hook too, which tells a link no
 		// step waits on.
-		rdb.AddHook(dialwatch.Hook{Failed: l.dialFailed})
+		dialwatch.Watch(rdb, l.dialFailed)
 	}
 	l.refs++
 	return &redisHealth{floor: floor, ceil: max(ceil, floor), errTimeout: errTimeout, link: l}

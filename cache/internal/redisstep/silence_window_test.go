@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stampede-go/stampede/internal/dialwatch"
 )
 
 var errTestBudget = errors.New("test: step past its budget")
@@ -13,7 +15,7 @@ var errTestBudget = errors.New("test: step past its budget")
 // with a link of its own, whose clock began a minute ago.
 func healthOf(floor, ceil time.Duration) Budget {
 	l := &link{base: time.Now().Add(-time.Minute)}
-	l.epoch.Store(newDialEpoch())
+	l.epoch.Store(dialwatch.NewEpoch())
 	return Budget{d: floor, h: &redisHealth{floor: floor, ceil: ceil, errTimeout: errTestBudget, link: l}}
 }
 
