@@ -98,6 +98,7 @@ func CheckCoverage(sc Scenario, h *History) ([]Violation, Coverage) {
 	c.invalidations()
 	c.writes()
 	c.monotonic()
+	c.freshness()
 	if sc.oneCompute() {
 		c.oneCompute()
 	}

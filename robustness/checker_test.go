@@ -520,3 +520,58 @@ func TestCheckerL1AfterAnotherReplicasWrite(t *testing.T) {
 		})
 	}
 }
+
+// A value answers as fresh within its TTL, and on any path within TTL +
+// max(Stale, StaleIfError), judged from the first moment its entry
+// certainly existed (a call read it from the store, or its Set returned).
+func TestCheckerFreshness(t *testing.T) {
+	sc := testScenario
+	sc.Options.TTL, sc.Options.Stale, sc.Options.StaleIfError = 400*time.Millisecond, 200*time.Millisecond, time.Second
+	answer := func(b *hb, outcome string, inv int) {
+		r := val("c1")
+		r.Outcome = outcome
+		b.op("r1", wire.OpFetch, "k0", inv, inv+5, r)
+	}
+	for _, tc := range []struct {
+		name      string
+		build     func(b *hb)
+		violation string
+	}{
+		{"a hit within the TTL of the first read", func(b *hb) {
+			answer(b, "hit", 100)
+			answer(b, "hit", 500)
+		}, ""},
+		{"a hit past the TTL", func(b *hb) {
+			answer(b, "hit", 100)
+			answer(b, "hit", 600)
+		}, "freshness"},
+		{"stale within TTL + StaleIfError", func(b *hb) {
+			answer(b, "hit", 100)
+			answer(b, "stale", 1400)
+		}, ""},
+		{"stale past TTL + StaleIfError", func(b *hb) {
+			answer(b, "hit", 100)
+			answer(b, "stale", 1600)
+		}, "freshness"},
+		{"a value re-armed by an unchanged compute is not judged", func(b *hb) {
+			answer(b, "hit", 100)
+			b.h.Computes = append(b.h.Computes, &Compute{ID: "c2", Key: "k0", Replica: "r0", Began: at(900), Ended: at(910), How: "unchanged", Revalidated: "c1"})
+			answer(b, "hit", 1200)
+		}, ""},
+		{"a compute's own TTL", func(b *hb) {
+			o := b.op("r0", wire.OpFetch, "k0", 0, 30, val("c1"), func(r *wire.Request) { r.Compute.TTL = 2 * time.Second })
+			b.h.Computes[0].Req = o.Req.ID
+			answer(b, "hit", 100)
+			answer(b, "hit", 1500)
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.compute("c1", "k0", "r0", 10, 20, "ok")
+			tc.build(b)
+			if got := properties(Check(sc, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}

@@ -82,6 +82,20 @@ var Bugs = []Bug{
 		New:   "e, found, err := c.store.read(ctx, hitKeys(key), readShared)\n\tif err != nil {\n\t\treturn v, false, err",
 	},
 	{
+		Name:  "ttl-doubled",
+		Class: "an entry is written fresh for twice its TTL: a value answers as fresh past its TTL",
+		File:  "stale/stale.go",
+		Old:   "fresh := now.Add(ttl)",
+		New:   "fresh := now.Add(2 * ttl)",
+	},
+	{
+		Name:  "error-window-x4",
+		Class: "an entry is kept for stale-if-error four times too long: a value answers past TTL + max(Stale, StaleIfError)",
+		File:  "stale/stale.go",
+		Old:   "errorUntil := fresh.Add(max(p.Stale, p.StaleIfError))",
+		New:   "errorUntil := fresh.Add(4 * max(p.Stale, p.StaleIfError))",
+	},
+	{
 		Name:  "batch-no-wait",
 		Class: "a batch computes a key another replica holds the lease of, instead of waiting for it: one compute per key",
 		File:  "cache/batch.go",
