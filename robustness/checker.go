@@ -62,6 +62,11 @@ type Coverage struct {
 	// overlap of any two replicas' computes (see checker.broken): there,
 	// every overlap is a violation.
 	Judged float64
+	// Unselected counts the requests of the joiners' route (opJoin) that
+	// joined a run of another principal's request and were answered by a
+	// handler run of their own (a bypass): each would have been a
+	// violation of selected had the run's response answered it.
+	Unselected int
 }
 
 // Check applies every property to h and returns the violations found.

@@ -18,9 +18,11 @@
 //     Get, Set with options, Delete, Expire, InvalidateTags, ExpireTags,
 //     Clear, and the middleware (replica/http.go: a chi route cached by
 //     middleware.Cache, with ETags it revalidates, its responses tagged
-//     with surrogate keys and purged by them), with computes that are slow,
-//     fail, panic, tag, set
-//     a TTL, answer "unchanged" or return a large value.
+//     with surrogate keys and purged by them; requests of several
+//     principals, and a URL whose responses are never stored, so that
+//     requests of different principals join one handler run), with
+//     computes that are slow, fail, panic, tag, set a TTL, answer
+//     "unchanged" or return a large value.
 //   - nemesis.go injects one fault at a time and heals it: Redis killed
 //     (with and without persistence), paused, one replica partitioned, its
 //     connections reset or delayed, pub/sub connections killed, a replica
@@ -33,7 +35,8 @@
 //     linearizable.go are the README's promises as code: the invalidation
 //     and write fences, documented errors only, deadlines kept, stored
 //     values never going back, one compute per key at a time while Redis is
-//     healthy, and linearizable registers (porcupine).
+//     healthy, a route response answering only the principal it was made
+//     for, and linearizable registers (porcupine).
 //   - profiles.go holds the scenarios: deployment, options, traffic, faults.
 //
 // Run the short profile (CI) with go test -C robustness .; the long one with

@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"maps"
 	"time"
 
 	"github.com/stampede-go/stampede/robustness/wire"
@@ -68,6 +69,10 @@ func Profile(name string) []Scenario {
 			WaitTimeout: 3 * time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
 			BreakerCooldown: 300 * time.Millisecond, InvalidationWait: 500 * time.Millisecond},
 		Nemeses: []string{"overload"}, FaultFor: 2 * time.Second, Calm: time.Second}
+	// Its calls are slow and few (a few hundred in a run): the joiners'
+	// route gets a larger share, so that requests of different principals
+	// still join one run there every run.
+	overload.Traffic.Weights = withWeight(DefaultWeights, opJoin, 2*DefaultWeights[opJoin])
 	// idle: one replica at a time left without traffic long enough for
 	// its invalidation heartbeat to stop (it runs only while decisions
 	// want it, issue 38), while the others write and invalidate; L1 on
@@ -92,6 +97,13 @@ func Profile(name string) []Scenario {
 		sentinel.FaultFor, sentinel.Calm = 3*time.Second, 5*time.Second
 		out = append(out, cluster, sentinel)
 	}
+	return out
+}
+
+// withWeight returns a copy of weights with op's weight w.
+func withWeight(weights map[string]int, op string, w int) map[string]int {
+	out := maps.Clone(weights)
+	out[op] = w
 	return out
 }
 

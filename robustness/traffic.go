@@ -15,7 +15,8 @@ import (
 // so that their history is a register's, for the linearizability check;
 // route keys ("h0"…) are the middleware's: GET through the cached route
 // (its response tagged with the route's surrogate keys), POST to
-// invalidate it, PURGE by surrogate key.
+// invalidate it, PURGE by surrogate key; and the joiners' route key
+// ("hj"), whose responses are never stored (see opJoin).
 type Traffic struct {
 	// Keys and Registers are the sizes of the two key spaces.
 	Keys, Registers int
@@ -49,12 +50,27 @@ var DefaultWeights = map[string]int{
 	wire.OpHTTPGet:           8,
 	wire.OpHTTPPost:          2,
 	wire.OpHTTPPurge:         2,
+	opJoin:                   6,
 }
 
 // opUpdate is a user's write: the origin's version moves on, then the key's
 // group tag is invalidated (InvalidateTags), as an application does after
 // writing its database.
 const opUpdate = "update"
+
+// opJoin is a GET of the joiners' route key, joinKey: its every response
+// is stale on arrival (max-age=0) and untagged, so the middleware stores
+// none, and the URL never gets the marker that would send requests of
+// different principals to variant keys of their own. Concurrent requests
+// on one replica, whoever they are, join one handler run, and its
+// response may answer only the joiners its own request selects (RFC 9111
+// §4.1: the same credential and language cookie); each other joiner runs
+// the handler for itself (docs/http.md). The compute is slow enough for
+// the requests of the replica's other clients to arrive while it runs.
+const opJoin = "http-join"
+
+// joinKey is the joiners' route key (the URL /v/hj).
+const joinKey = "hj"
 
 // groups is how many tag groups the compute keys fall into: key ki carries
 // tag "g<i%groups>".
@@ -76,6 +92,12 @@ func routeKeys(i int) []string {
 // (the route varies on it), both, a session cookie (the request passes by
 // the cache), a forwarded host (keyed: it must poison no other entry).
 var principals = []string{"", "", "", "auth=alice", "auth=bob", "lang=fr", "auth=alice;lang=en", "session=alice", "host=evil.example"}
+
+// joinPrincipals are who a request of the joiners' route is: the
+// principals that share its URL's key, those the cache tells apart only
+// by the headers a response varies on (a session cookie passes by the
+// cache, a forwarded host is keyed), each as often.
+var joinPrincipals = []string{"", "auth=alice", "auth=bob", "lang=fr", "auth=alice;lang=en"}
 
 // next draws one operation.
 func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool) {
@@ -148,6 +170,15 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 		if op == wire.OpHTTPGet {
 			req.Tags = routeKeys(hi)
 		}
+	case opJoin:
+		req.Op = wire.OpHTTPGet
+		req.Key = joinKey + "|" + joinPrincipals[rng.IntN(len(joinPrincipals))]
+		req.Noise = rng.IntN(3) == 0
+		// Stale on arrival (any TTL: the route answers max-age=0), no
+		// surrogate keys (a tagged response that is not stored answers
+		// only its own request), a run long enough to be joined.
+		req.Compute.TTL = time.Second
+		req.Compute.Sleep = t.MaxSleep/4 + time.Duration(rng.Int64N(int64(t.MaxSleep/4)+1))
 	case wire.OpHTTPPurge:
 		// One route's own key, or a group's: every route response tagged
 		// with it, on every replica.
@@ -170,7 +201,7 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 // opOrder fixes the order weights are drawn in (map order is random).
 var opOrder = []string{wire.OpGetOrCompute, wire.OpFetch, wire.OpFetchWithFallback, wire.OpGetOrComputeMany,
 	wire.OpGet, wire.OpSet, wire.OpDelete, wire.OpExpire, wire.OpInvalidateTags, wire.OpExpireTags, wire.OpClear, opUpdate,
-	wire.OpHTTPGet, wire.OpHTTPPost, wire.OpHTTPPurge}
+	wire.OpHTTPGet, wire.OpHTTPPost, wire.OpHTTPPurge, opJoin}
 
 // compute draws how the call's compute function behaves.
 func (t *Traffic) compute(rng *rand.Rand, ki int) wire.Compute {

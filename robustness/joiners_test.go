@@ -1,0 +1,71 @@
+package robustness
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+// The joiners' route is where a run's response that is not stored meets
+// requests of other principals: its every request is untagged (a tagged
+// response that is not stored answers only its own request) and stale on
+// arrival (never stored, so its URL never gets a marker that would send
+// each principal to a variant key of its own), its runs last long enough
+// to be joined, and its principals differ only in what the response
+// varies on.
+func TestTrafficJoinersShareOneUnstoredURL(t *testing.T) {
+	tr := Profile("short")[0].Traffic
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	n := 0
+	for id := range int64(20_000) {
+		req, _ := tr.next(rng, id)
+		route, principal := wire.HTTPKey(req.Key)
+		if route != joinKey {
+			continue
+		}
+		n++
+		seen[principal] = true
+		switch {
+		case req.Op != wire.OpHTTPGet:
+			t.Fatalf("%s: op %s, want %s", req.Key, req.Op, wire.OpHTTPGet)
+		case len(req.Tags) > 0:
+			t.Fatalf("%s: tagged %q: its unstored response would answer only its own request", req.Key, req.Tags)
+		case req.Compute.TTL <= 0:
+			t.Fatalf("%s: no TTL: the route would store its response", req.Key)
+		case req.Compute.Sleep < tr.MaxSleep/4:
+			t.Fatalf("%s: a run of %s, too short to be joined", req.Key, req.Compute.Sleep)
+		}
+	}
+	if share := float64(n) / 20_000; share < 0.04 {
+		t.Errorf("%.1f%% of operations on the joiners' route, want at least 4%%", 100*share)
+	}
+	if len(seen) != len(joinPrincipals) {
+		t.Errorf("principals %v, want each of %q", seen, joinPrincipals)
+	}
+}
+
+// Coverage counts the joiners a run's response did not select: they ran
+// the handler for themselves (a bypass), as a session's request does
+// before it joins anything, which is not counted.
+func TestCheckerCountsUnselectedJoiners(t *testing.T) {
+	b := newHB()
+	b.compute("c1", "hj|auth=alice", "r0", 10, 200, "ok")
+	b.compute("c2", "hj|lang=fr", "r0", 60, 250, "ok")
+	own := func(outcome, key, id string) wire.Response {
+		return wire.Response{Outcome: outcome, Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}}
+	}
+	b.op("r0", wire.OpHTTPGet, "hj|auth=alice", 5, 205, own("miss", "hj|auth=alice", "c1"))
+	b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 50, 255, own("bypass", "hj|lang=fr", "c2"))
+	b.op("r0", wire.OpHTTPGet, "hj|session=alice", 50, 255, own("bypass", "hj|session=alice", "c3"))
+	vs, cov := CheckCoverage(testScenario, b.h)
+	if len(vs) > 0 || cov.Unselected != 1 {
+		t.Errorf("violations %v, unselected joiners %d; want none and 1", vs, cov.Unselected)
+	}
+	// The planted leak: the joiner answered the run's response.
+	b.h.Ops[1].Resp = own("shared", "hj|auth=alice", "c1")
+	if got := properties(Check(testScenario, b.h)); got != "selected" {
+		t.Errorf("violations %q, want selected", got)
+	}
+}
