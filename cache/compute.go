@@ -67,6 +67,13 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 			}
 		}
 	}
+	if o.Err != nil && !errors.Is(o.Err, ErrComputeTimeout) && errors.Is(o.Err, context.DeadlineExceeded) &&
+		errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		// fn honoured its context and returned its deadline's error:
+		// ComputeTimeout's, not its callers' (who would read it as their
+		// own deadline).
+		o.Err = fmt.Errorf("cache: compute of %q ran past ComputeTimeout: %w (%s): %w", keys[0], ErrComputeTimeout, c.opts.ComputeTimeout, o.Err)
+	}
 	r.values, r.err = o.Value, o.Err
 	r.took = time.Since(start)
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrUncacheable) && !errors.Is(r.err, ErrUnchanged) {

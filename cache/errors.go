@@ -36,9 +36,10 @@ var (
 	// paths never return it: they compute without Redis (Outcome Degraded).
 	ErrUnavailable = errors.New("cache: Redis unavailable")
 	// ErrComputeTimeout is the error of a compute function that ran past
-	// Options.ComputeTimeout while ignoring its context: its callers are
+	// Options.ComputeTimeout: one that honoured its context and returned
+	// its deadline's error, or one that ignored it, whose callers are
 	// released with it (the compute finishes in the background and its
-	// result is dropped) while their own contexts may still be alive. It
+	// result is dropped), while their own contexts may still be alive. It
 	// also matches context.DeadlineExceeded, the error such a call returned
 	// before it existed; test it first to tell the compute's bound from the
 	// caller's own deadline.

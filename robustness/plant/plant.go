@@ -96,6 +96,13 @@ var Bugs = []Bug{
 		New:   "errorUntil := fresh.Add(4 * max(p.Stale, p.StaleIfError))",
 	},
 	{
+		Name:  "fence-skipped-at-answer",
+		Class: "a single key's answer skips the invalidation fence when it reaches its caller: a compute in flight across InvalidateTags answers its old value",
+		File:  "cache/fetch.go",
+		Old:   "\t\tif !c.servable(ctx, r, err) {",
+		New:   "\t\tif false && !c.servable(ctx, r, err) {",
+	},
+	{
 		Name:  "batch-no-wait",
 		Class: "a batch computes a key another replica holds the lease of, instead of waiting for it: one compute per key",
 		File:  "cache/batch.go",
