@@ -34,9 +34,11 @@
 //   - checker.go (with a property or two in each checker_*.go) and
 //     linearizable.go are the README's promises as code: the invalidation
 //     and write fences, documented errors only, deadlines kept, stored
-//     values never going back, one compute per key at a time while Redis is
-//     healthy, a route response answering only the principal it was made
-//     for, and linearizable registers (porcupine).
+//     values never going back, values answered only within the windows
+//     they were written with (TTL, then Stale or StaleIfError), one compute
+//     per key at a time while Redis is healthy, a route response answering
+//     only the principal it was made for, and linearizable registers
+//     (porcupine).
 //   - profiles.go holds the scenarios: deployment, options, traffic, faults.
 //
 // Run the short profile (CI) with go test -C robustness .; the long one with
