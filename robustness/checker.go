@@ -108,6 +108,7 @@ func CheckCoverage(sc Scenario, h *History) ([]Violation, Coverage) {
 		c.oneCompute()
 	}
 	c.noDegradedUnderOverload()
+	c.noDegradedWhileReachable()
 	c.selected()
 	c.out = append(c.out, checkRegisters(sc, h)...)
 	c.cov.Judged = c.judgedShare()

@@ -31,6 +31,20 @@ func (c *checker) noDegradedUnderOverload() {
 	}
 }
 
+// noDegradedWhileReachable: a call answers Degraded (computed without the
+// fleet) only when its replica may not reach Redis: a fault that cuts it
+// off, or one that settles still (the breaker's cooldown, a lease
+// outliving the fault), overlaps the call. A Redis that healed long ago,
+// or one that is merely slower, degrades no one (issue 39 items 4 and 10).
+func (c *checker) noDegradedWhileReachable() {
+	for _, a := range c.answers() {
+		if a.outcome == "degraded" && !c.unreachable(a.op.Replica, a.op.Invoke, a.op.Return) {
+			c.fail("no degraded while reachable", []*Op{a.op}, "%s answered degraded (#%d on %s [%s, %s]) with no fault keeping its replica from Redis",
+				a.key, a.op.Req.ID, a.op.Replica, ms(a.op.Invoke), ms(a.op.Return))
+		}
+	}
+}
+
 // oneCompute: while Redis is healthy, and while it is only slow (the
 // overload nemesis), one compute per key at a time across the fleet: two
 // computes of a key never overlap, unless a write of the key (Set, Delete,

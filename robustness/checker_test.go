@@ -176,6 +176,7 @@ func TestCheckerInvalidation(t *testing.T) {
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
 		}, ""},
 		{"degraded on the replica that computed it", func(b *hb) {
+			b.h.Events = append(b.h.Events, Event{At: at(0), What: "partition: r2 partitioned"}, Event{At: at(250), What: "partition: healed", Heal: true})
 			b.compute("c1", "k0", "r2", 10, 20, "ok")
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
 			r := val("c1", "g0")
@@ -410,6 +411,7 @@ func TestCheckerDegradedValueStandsInOnlyWhileKept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newHB()
 			b.h.End = at(80_000)
+			b.h.Events = append(b.h.Events, Event{At: at(0), What: "partition: r0 partitioned"}, Event{At: at(30), What: "partition: healed", Heal: true})
 			b.compute("c1", "k0", "r0", 10, 20, "ok")
 			d := val("c1", "g0")
 			d.Outcome = "degraded"
@@ -570,6 +572,35 @@ func TestCheckerFreshness(t *testing.T) {
 			b.compute("c1", "k0", "r0", 10, 20, "ok")
 			tc.build(b)
 			if got := properties(Check(sc, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
+
+// A call answers Degraded only while a fault (or its settling) may keep
+// its replica from Redis.
+func TestCheckerNoDegradedWhileReachable(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fault     bool
+		at        int
+		violation string
+	}{
+		{"during a partition of its replica", true, 300, ""},
+		{"long after the partition healed", true, 9_000, "no degraded while reachable"},
+		{"with no fault", false, 300, "no degraded while reachable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			if tc.fault {
+				b.h.Events = append(b.h.Events, Event{At: at(100), What: "partition: r0 partitioned"}, Event{At: at(400), What: "partition: healed", Heal: true})
+			}
+			b.compute("c1", "k0", "r0", tc.at, tc.at+5, "ok")
+			d := val("c1")
+			d.Outcome = "degraded"
+			b.op("r0", wire.OpFetch, "k0", tc.at, tc.at+10, d)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
 				t.Errorf("violations %q, want %q", got, tc.violation)
 			}
 		})

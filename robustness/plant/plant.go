@@ -103,6 +103,13 @@ var Bugs = []Bug{
 		New:   "\t\tif false && !c.servable(ctx, r, err) {",
 	},
 	{
+		Name:  "marks-read-impatient",
+		Class: "the invalidation marks' read is cut at its caller's deadline on the socket, so a Redis that turned slow within InvalidationWait teaches the budget nothing and the fence lets a value through unchecked (issue 39 item 2)",
+		File:  "cache/internal/redisstore/marks.go",
+		Old:   "cmds, err := redisstep.RunPatient(ctx, s.budget,",
+		New:   "cmds, err := redisstep.Run(ctx, s.budget,",
+	},
+	{
 		Name:  "batch-no-wait",
 		Class: "a batch computes a key another replica holds the lease of, instead of waiting for it: one compute per key",
 		File:  "cache/batch.go",
