@@ -100,8 +100,15 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		windows(ctx)
 		return resp, nil
 	}); err != nil {
+		// The variant is not stored (purges of its keys kept coming while
+		// it was, the cache's ErrInvalidated; Redis failed): the marker
+		// still is, and still answers its request with resp. Its fill and
+		// its answer pass this compute's fence, so a purge that overlapped
+		// the run up to its answer has the request answered by a new run;
+		// a request the marker leads to the variant runs the handler for
+		// it. (Returned as not stored, resp would answer its request past
+		// the fence: an error is fenced by nothing.)
 		h.logFailure(f.tmpl.get(), "response not stored", err)
-		return Response{}, resp, &notStored{reason: "variant not stored: " + err.Error()}
 	}
 	marker := Response{VaryOn: full, Generation: generation}
 	if f.key != f.urlKey && len(tags) == 0 { // tagged: unfenced (see above), f.key's marker leads there
