@@ -11,11 +11,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,6 +45,7 @@ type fleetConfig struct {
 	pool       int           // go-redis PoolSize of every replica's client
 	writeFleet int           // replicas of the write-cost measurement (0: none)
 	writes     int           // Sets timed by the write-cost measurement
+	before     string        // a results.json whose fleet figures the table shows beside this run's
 }
 
 // fleetIdleStop is how long after its last request a cache's heartbeat
@@ -61,14 +64,19 @@ type FleetSample struct {
 	CPUPercent  float64 `json:"cpu_percent"`        // used_cpu_sys+used_cpu_user over the window, % of one core
 	BytesPerSec float64 `json:"bytes_sent_per_sec"` // total_net_output_bytes, the bench's own INFO replies left out
 	Clients     int64   `json:"connected_clients"`  // at the window's end, the bench's own connection left out
+	// ByCommand is CmdsPerSec by command (commands run inside scripts
+	// count too, as INFO commandstats counts them).
+	ByCommand map[string]float64 `json:"commands_per_sec_by_command,omitempty"`
 }
 
 // FleetRun is one measured window of one run: the fleet's requests and
 // what each Redis node did.
 type FleetRun struct {
-	ReqPerSec float64       `json:"requests_per_sec"`
-	Errors    int64         `json:"errors"`
-	Nodes     []FleetSample `json:"nodes"` // one per master; one for a single Redis
+	ReqPerSec float64 `json:"requests_per_sec"`
+	// FetchPerSec are the requests that were Fetches (the rest: Sets).
+	FetchPerSec float64       `json:"fetches_per_sec"`
+	Errors      int64         `json:"errors"`
+	Nodes       []FleetSample `json:"nodes"` // one per master; one for a single Redis
 }
 
 // total sums the nodes of a run.
@@ -79,6 +87,12 @@ func (r FleetRun) total() FleetSample {
 		t.CPUPercent += n.CPUPercent
 		t.BytesPerSec += n.BytesPerSec
 		t.Clients += n.Clients
+		for c, v := range n.ByCommand {
+			if t.ByCommand == nil {
+				t.ByCommand = map[string]float64{}
+			}
+			t.ByCommand[c] += v
+		}
 	}
 	return t
 }
@@ -316,11 +330,11 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 
 	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var done, errs atomic.Int64
+	var done, fetches, errs atomic.Int64
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		fleetLoad(loadCtx, fc, f, &done, &errs, reqs)
+		fleetLoad(loadCtx, fc, f, &done, &fetches, &errs, reqs)
 	}()
 	defer func() { stop(); <-finished }()
 	if err := sleepCtx(ctx, time.Second); err != nil { // heartbeats started, L1s filled
@@ -330,7 +344,7 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 	if err != nil {
 		return idle, load, err
 	}
-	d0, e0 := done.Load(), errs.Load()
+	d0, f0, e0 := done.Load(), fetches.Load(), errs.Load()
 	if err := sleepCtx(ctx, fc.window); err != nil {
 		return idle, load, err
 	}
@@ -338,9 +352,9 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 	if err != nil {
 		return idle, load, err
 	}
-	d1, e1 := done.Load(), errs.Load()
+	d1, f1, e1 := done.Load(), fetches.Load(), errs.Load()
 	took := after[0].at.Sub(before[0].at).Seconds()
-	load = FleetRun{ReqPerSec: float64(d1-d0) / took, Errors: e1 - e0, Nodes: nodeDeltas(before, after)}
+	load = FleetRun{ReqPerSec: float64(d1-d0) / took, FetchPerSec: float64(f1-f0) / took, Errors: e1 - e0, Nodes: nodeDeltas(before, after)}
 	return idle, load, nil
 }
 
@@ -350,7 +364,7 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 // most 64 in flight) until ctx ends. A request is scheduled at a fixed
 // time; a fleet that falls behind sends fewer, which the achieved rate
 // shows.
-func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, done, errs, reqs *atomic.Int64) {
+func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, done, fetches, errs, reqs *atomic.Int64) {
 	const workers = 64
 	interval := time.Second / time.Duration(fc.rate)
 	start := time.Now()
@@ -372,13 +386,17 @@ func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, done, errs, reqs *
 				cc := c[rng.IntN(len(c))]
 				key := "k" + strconv.FormatUint(zipf.Uint64(), 10)
 				var err error
-				if rng.Float64() < fc.writeShare {
+				write := rng.Float64() < fc.writeShare
+				if write {
 					err = cc.Set(ctx, key, fleetValue)
 				} else {
 					_, err = cc.Fetch(ctx, key, fetch)
 				}
 				if ctx.Err() != nil {
 					return // the window is over: neither counted nor an error
+				}
+				if !write {
+					fetches.Add(1)
 				}
 				if err != nil {
 					errs.Add(1)
@@ -441,7 +459,8 @@ func fleetWriteCost(ctx context.Context, fc fleetConfig, t *fleetTarget) (float6
 type nodeReading struct {
 	addr      string
 	at        time.Time
-	calls     int64   // every command but INFO
+	calls     int64 // every command but INFO
+	byCommand map[string]int64
 	cpu       float64 // used_cpu_sys + used_cpu_user, seconds
 	outBytes  int64   // total_net_output_bytes
 	clients   int64   // connected_clients
@@ -465,7 +484,7 @@ func readNode(ctx context.Context, n *redis.Client) (nodeReading, error) {
 	if err != nil {
 		return nodeReading{}, fmt.Errorf("INFO on %s: %w", n.Options().Addr, err)
 	}
-	r := nodeReading{addr: n.Options().Addr, at: time.Now(), calls: -1, outBytes: -1, clients: -1,
+	r := nodeReading{addr: n.Options().Addr, at: time.Now(), calls: -1, outBytes: -1, clients: -1, byCommand: map[string]int64{},
 		// The reply as sent: a bulk string, "$<len>\r\n<info>\r\n".
 		infoBytes: int64(len(info) + len(strconv.Itoa(len(info))) + 5)}
 	var sys, user float64
@@ -483,6 +502,7 @@ func readNode(ctx context.Context, n *redis.Client) (nodeReading, error) {
 			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 			if c, err := strconv.ParseInt(calls, 10, 64); err == nil {
 				r.calls = max(r.calls, 0) + c
+				r.byCommand[strings.TrimPrefix(k, "cmdstat_")] = c
 			}
 		case k == "used_cpu_sys":
 			sys, _ = strconv.ParseFloat(v, 64)
@@ -514,6 +534,12 @@ func nodeDeltas(before, after []nodeReading) []FleetSample {
 			CPUPercent:  100 * (a.cpu - b.cpu) / s,
 			BytesPerSec: float64(a.outBytes-b.outBytes-b.infoBytes) / s,
 			Clients:     a.clients - 1, // the bench's own connection
+			ByCommand:   map[string]float64{},
+		}
+		for c, v := range a.byCommand {
+			if d := v - b.byCommand[c]; d > 0 {
+				out[i].ByCommand[c] = float64(d) / s
+			}
 		}
 	}
 	return out
@@ -597,7 +623,8 @@ func groupDigits(s string) string {
 
 // fleetColumns are the fleet table's columns after the shape.
 var fleetColumns = []string{"req/s", "Redis cmds/s", "cmds/s per replica", "cmds per request", "Redis CPU %",
-	"bytes sent/s", "bytes/s per replica", "bytes per request", "clients", "clients per replica"}
+	"bytes sent/s", "bytes/s per replica", "bytes per request", "clients", "clients per replica",
+	"PINGs/s", "Fetches from Redis"}
 
 // cells are a result's figures, one per fleetColumns, over its runs.
 func (r FleetResult) cells() []string {
@@ -620,6 +647,17 @@ func (r FleetResult) cells() []string {
 			return f(run.total()) / run.ReqPerSec
 		})).fmt(2)
 	}
+	// The share of Fetches that read Redis (a GET each; the rest were
+	// L1 hits): 1 − the L1 hit ratio.
+	fromRedis := "—"
+	if r.Phase == "load" {
+		fromRedis = spreadOf(per(func(run FleetRun) float64 {
+			if run.FetchPerSec <= 0 {
+				return 0
+			}
+			return run.total().ByCommand["get"] / run.FetchPerSec
+		})).fmt(2)
+	}
 	reqs := "—"
 	if r.Phase == "load" {
 		reqs = spreadOf(per(func(run FleetRun) float64 { return run.ReqPerSec })).fmt(0)
@@ -635,6 +673,8 @@ func (r FleetResult) cells() []string {
 		perReq(func(t FleetSample) float64 { return t.BytesPerSec }),
 		spreadOf(per(func(run FleetRun) float64 { return float64(run.total().Clients) })).fmt(0),
 		spreadOf(per(func(run FleetRun) float64 { return float64(run.total().Clients) / R })).fmt(2),
+		spreadOf(per(func(run FleetRun) float64 { return run.total().ByCommand["ping"] })).fmt(0),
+		fromRedis,
 	}
 }
 
@@ -749,4 +789,67 @@ func (fc *fleetConfig) parse(replicas, caches, topologies string) error {
 		return errors.New("need 0 <= fleet-write-replicas <= 5000, 1 <= fleet-write-sets <= 100000")
 	}
 	return nil
+}
+
+// readFleetReport reads the fleet figures of a results.json written by
+// -out.
+func readFleetReport(path string) (*FleetReport, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading -fleet-before: %w", err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("reading -fleet-before %s: %w", path, err)
+	}
+	if rep.Fleet == nil {
+		return nil, fmt.Errorf("-fleet-before %s holds no fleet figures", path)
+	}
+	return rep.Fleet, nil
+}
+
+// fleetCompared are the columns the before/after table shows, as indexes
+// into fleetColumns.
+var fleetCompared = []int{2, 3, 4, 7, 9}
+
+// writeFleetCompare prints the shapes both reports measured side by side,
+// before | after, for the figures that say what a fleet costs (per
+// replica, per request, Redis CPU, clients per replica), and the write
+// cost. Medians [min–max] as in the main table.
+func writeFleetCompare(w io.Writer, before, after *FleetReport) {
+	type shape struct {
+		topo  string
+		r, n  int
+		phase string
+	}
+	old := map[shape]FleetResult{}
+	for _, r := range before.Results {
+		old[shape{r.Topology, r.Replicas, r.Caches, r.Phase}] = r
+	}
+	fmt.Fprintln(w, "\nBefore (-fleet-before) | after (this run), median [min–max]:")
+	fmt.Fprint(w, "\n| topology | R × N | phase |")
+	for _, i := range fleetCompared {
+		fmt.Fprintf(w, " %s before | after |", fleetColumns[i])
+	}
+	fmt.Fprintf(w, "\n|---|---|---|%s\n", strings.Repeat("---|---|", len(fleetCompared)))
+	for _, r := range after.Results {
+		b, ok := old[shape{r.Topology, r.Replicas, r.Caches, r.Phase}]
+		if !ok {
+			continue
+		}
+		bc, ac := b.cells(), r.cells()
+		fmt.Fprintf(w, "| %s | %d × %d | %s |", r.Topology, r.Replicas, r.Caches, r.Phase)
+		for _, i := range fleetCompared {
+			fmt.Fprintf(w, " %s | %s |", bc[i], ac[i])
+		}
+		fmt.Fprintln(w)
+	}
+	for _, a := range after.Writes {
+		for _, b := range before.Writes {
+			if a.Topology == b.Topology && a.Replicas == b.Replicas {
+				fmt.Fprintf(w, "\nWrite cost, %s, %d replicas: %s bytes per Set before, %s after.\n",
+					a.Topology, a.Replicas, spreadOf(b.BytesPerSet).fmt(0), spreadOf(a.BytesPerSet).fmt(0))
+			}
+		}
+	}
 }

@@ -18,6 +18,19 @@
 // refusing connections, the origin failing and Redis slowed by 50 ms each
 // way, one phase each, via a TCP proxy in front of Redis.
 //
+// Scenario "fleet" (not in the default run; about 12 minutes): what R
+// replicas (each its own go-redis client, PoolSize 2) × N caches
+// (cache.Cache[string], default options, L1 on) cost Redis, idle (after
+// one call on every cache and the heartbeats' idle stop) and under a
+// bounded Zipf load with 10 % Sets, at R = 8, 64, 256, 1,000 and N = 1, 5,
+// on the bench's Redis and on a 3-master Cluster of its own: Redis
+// commands/s, CPU, bytes sent and connections, per replica and per
+// request, per shard on the Cluster, and the bytes Redis sends for one Set
+// in a fleet of 512. -fleet-before FILE shows a previous run's figures
+// (its results.json) beside this run's.
+//
+//	go run -C bench . -scenarios fleet -out out
+//
 // Redis: $REDIS_URL when set; else a redis-server child process on a free
 // loopback port; else an in-process server, whose figures are marked as not
 // comparable.
@@ -117,6 +130,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.fleet.pool, "fleet-pool", 2, "fleet scenario: go-redis PoolSize of every replica's client")
 	fs.IntVar(&cfg.fleet.writeFleet, "fleet-write-replicas", 512, "fleet scenario: replicas of the write-cost measurement (0: skip it)")
 	fs.IntVar(&cfg.fleet.writes, "fleet-write-sets", 50, "fleet scenario: Sets the write-cost measurement times")
+	fs.StringVar(&cfg.fleet.before, "fleet-before", "", "fleet scenario: a results.json (from -out) whose fleet figures to show beside this run's, before | after")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -252,6 +266,12 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 	if err != nil {
 		return nil, err
 	}
+	var fleetBefore *FleetReport
+	if cfg.fleet.before != "" { // read first: a bad path must not cost a whole run
+		if fleetBefore, err = readFleetReport(cfg.fleet.before); err != nil {
+			return nil, err
+		}
+	}
 	env, err := embedded.Open(getenv)
 	if err != nil {
 		return nil, err
@@ -372,6 +392,9 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 	}
 	if rep.Fleet != nil {
 		writeFleet(out, rep.Fleet)
+		if fleetBefore != nil {
+			writeFleetCompare(out, fleetBefore, rep.Fleet)
+		}
 	}
 	if cfg.out != "" {
 		if err := writeOutputs(cfg.out, *rep); err != nil {
@@ -385,6 +408,9 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 // that run, not those of the others (no faults settings without the faults
 // scenario).
 func (cfg config) describe() string {
+	if len(cfg.scenarios) > 0 && !slices.ContainsFunc(cfg.scenarios, func(s string) bool { return s != "fleet" }) {
+		return cfg.fleet.describe() // none of the other settings apply
+	}
 	s := fmt.Sprintf("client options %s, replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B",
 		cfg.clientOptions, cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize)
 	if slices.Contains(cfg.scenarios, "http") {
