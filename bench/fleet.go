@@ -64,6 +64,7 @@ type FleetSample struct {
 	CPUPercent  float64 `json:"cpu_percent"`        // used_cpu_sys+used_cpu_user over the window, % of one core
 	BytesPerSec float64 `json:"bytes_sent_per_sec"` // total_net_output_bytes, the bench's own INFO replies left out
 	Clients     int64   `json:"connected_clients"`  // at the window's end, the bench's own connection left out
+	MaxClients  int64   `json:"maxclients"`         // the node's maxclients: connections past it are refused
 	// ByCommand is CmdsPerSec by command (commands run inside scripts
 	// count too, as INFO commandstats counts them).
 	ByCommand map[string]float64 `json:"commands_per_sec_by_command,omitempty"`
@@ -326,7 +327,7 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 	if err != nil {
 		return idle, load, err
 	}
-	idle = FleetRun{Nodes: nodeDeltas(before, after)}
+	idle = FleetRun{Nodes: rankNodes(nodeDeltas(before, after))}
 
 	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -354,7 +355,7 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 	}
 	d1, f1, e1 := done.Load(), fetches.Load(), errs.Load()
 	took := after[0].at.Sub(before[0].at).Seconds()
-	load = FleetRun{ReqPerSec: float64(d1-d0) / took, FetchPerSec: float64(f1-f0) / took, Errors: e1 - e0, Nodes: nodeDeltas(before, after)}
+	load = FleetRun{ReqPerSec: float64(d1-d0) / took, FetchPerSec: float64(f1-f0) / took, Errors: e1 - e0, Nodes: rankNodes(nodeDeltas(before, after))}
 	return idle, load, nil
 }
 
@@ -457,14 +458,15 @@ func fleetWriteCost(ctx context.Context, fc fleetConfig, t *fleetTarget) (float6
 
 // nodeReading is one INFO reading of one node.
 type nodeReading struct {
-	addr      string
-	at        time.Time
-	calls     int64 // every command but INFO
-	byCommand map[string]int64
-	cpu       float64 // used_cpu_sys + used_cpu_user, seconds
-	outBytes  int64   // total_net_output_bytes
-	clients   int64   // connected_clients
-	infoBytes int64   // the size of this INFO reply, which the next reading's outBytes counts
+	addr       string
+	at         time.Time
+	calls      int64 // every command but INFO
+	byCommand  map[string]int64
+	cpu        float64 // used_cpu_sys + used_cpu_user, seconds
+	outBytes   int64   // total_net_output_bytes
+	clients    int64   // connected_clients
+	maxClients int64   // maxclients
+	infoBytes  int64   // the size of this INFO reply, which the next reading's outBytes counts
 }
 
 func readNodes(ctx context.Context, nodes []*redis.Client) ([]nodeReading, error) {
@@ -512,6 +514,8 @@ func readNode(ctx context.Context, n *redis.Client) (nodeReading, error) {
 			r.outBytes, _ = strconv.ParseInt(v, 10, 64)
 		case k == "connected_clients":
 			r.clients, _ = strconv.ParseInt(v, 10, 64)
+		case k == "maxclients":
+			r.maxClients, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	r.cpu = sys + user
@@ -534,6 +538,7 @@ func nodeDeltas(before, after []nodeReading) []FleetSample {
 			CPUPercent:  100 * (a.cpu - b.cpu) / s,
 			BytesPerSec: float64(a.outBytes-b.outBytes-b.infoBytes) / s,
 			Clients:     a.clients - 1, // the bench's own connection
+			MaxClients:  a.maxClients,
 			ByCommand:   map[string]float64{},
 		}
 		for c, v := range a.byCommand {
@@ -543,6 +548,20 @@ func nodeDeltas(before, after []nodeReading) []FleetSample {
 		}
 	}
 	return out
+}
+
+// rankNodes orders a Cluster's masters busiest first (bytes sent, then
+// commands): each run has namespaces of its own, whose channels and marks
+// hash to other slots, so "master 1" is a different node from run to run;
+// the busiest, the one holding a namespace's channel, is comparable.
+func rankNodes(nodes []FleetSample) []FleetSample {
+	sort.SliceStable(nodes, func(i, j int) bool {
+		if nodes[i].BytesPerSec != nodes[j].BytesPerSec {
+			return nodes[i].BytesPerSec > nodes[j].BytesPerSec
+		}
+		return nodes[i].CmdsPerSec > nodes[j].CmdsPerSec
+	})
+	return nodes
 }
 
 // sleepCtx sleeps for d, or until ctx ends (then its error).
@@ -624,7 +643,7 @@ func groupDigits(s string) string {
 // fleetColumns are the fleet table's columns after the shape.
 var fleetColumns = []string{"req/s", "Redis cmds/s", "cmds/s per replica", "cmds per request", "Redis CPU %",
 	"bytes sent/s", "bytes/s per replica", "bytes per request", "clients", "clients per replica",
-	"PINGs/s", "Fetches from Redis"}
+	"GETs per Fetch", "busiest commands (per request; idle: per second)"}
 
 // cells are a result's figures, one per fleetColumns, over its runs.
 func (r FleetResult) cells() []string {
@@ -647,8 +666,9 @@ func (r FleetResult) cells() []string {
 			return f(run.total()) / run.ReqPerSec
 		})).fmt(2)
 	}
-	// The share of Fetches that read Redis (a GET each; the rest were
-	// L1 hits): 1 − the L1 hit ratio.
+	// GETs per Fetch: 0 when every Fetch is an L1 hit, 1 when each
+	// reads Redis once; a miss reads more than once (its GET, then the
+	// claim's), so this bounds 1 − the L1 hit ratio from above.
 	fromRedis := "—"
 	if r.Phase == "load" {
 		fromRedis = spreadOf(per(func(run FleetRun) float64 {
@@ -673,9 +693,40 @@ func (r FleetResult) cells() []string {
 		perReq(func(t FleetSample) float64 { return t.BytesPerSec }),
 		spreadOf(per(func(run FleetRun) float64 { return float64(run.total().Clients) })).fmt(0),
 		spreadOf(per(func(run FleetRun) float64 { return float64(run.total().Clients) / R })).fmt(2),
-		spreadOf(per(func(run FleetRun) float64 { return run.total().ByCommand["ping"] })).fmt(0),
 		fromRedis,
+		r.mix(),
 	}
+}
+
+// mix is the first run's busiest commands: per request under load, per
+// second idle.
+func (r FleetResult) mix() string {
+	if len(r.Runs) == 0 {
+		return "—"
+	}
+	run := r.Runs[0]
+	div := 1.0
+	if r.Phase == "load" && run.ReqPerSec > 0 {
+		div = run.ReqPerSec
+	}
+	mix := map[string]float64{}
+	for c, v := range run.total().ByCommand {
+		mix[c] = v / div
+	}
+	return fmtMix(mix, 4)
+}
+
+// atMaxClients reports whether a node's connections reached its
+// maxclients in any run (the bench's own connection is the last one).
+func (r FleetResult) atMaxClients() bool {
+	for _, run := range r.Runs {
+		for _, n := range run.Nodes {
+			if n.MaxClients > 0 && n.Clients+1 >= n.MaxClients {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // shardCells are, for a Cluster result, each master's commands/s, CPU %,
@@ -718,6 +769,12 @@ func writeFleet(w io.Writer, rep *FleetReport) {
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "| %s | %d × %d | %s | %s |\n", r.Topology, r.Replicas, r.Caches, r.Phase, strings.Join(r.cells(), " | "))
 	}
+	for _, r := range rep.Results {
+		if r.atMaxClients() {
+			fmt.Fprintf(w, "\nNOTE: %s %d × %d: a node reached its maxclients; Redis refused the connections past it, and the load's figures are those of a fleet partly degraded.\n",
+				r.Topology, r.Replicas, r.Caches)
+		}
+	}
 	var shards []FleetResult
 	for _, r := range rep.Results {
 		if r.shardCells() != nil {
@@ -725,7 +782,7 @@ func writeFleet(w io.Writer, rep *FleetReport) {
 		}
 	}
 	if len(shards) > 0 {
-		fmt.Fprintln(w, "\nPer shard (each master in turn, medians): commands/s, Redis CPU %, bytes sent/s, clients.")
+		fmt.Fprintln(w, "\nPer shard, busiest first (by bytes sent, in each run: each run's namespaces hash to other slots), medians: commands/s, Redis CPU %, bytes sent/s, clients.")
 		fmt.Fprintln(w, "\n| topology | R × N | phase | cmds/s | CPU % | bytes sent/s | clients |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 		for _, r := range shards {
