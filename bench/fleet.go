@@ -42,7 +42,7 @@ type fleetConfig struct {
 	rate       int           // requests a second over the whole fleet, under load
 	keys       int           // Zipf keys per cache
 	writeShare float64       // share of requests that are Sets
-	pool       int           // go-redis PoolSize of every replica's client
+	pool       int           // go-redis PoolSize of every replica's client (pipelines share it)
 	writeFleet int           // replicas of the write-cost measurement (0: none)
 	writes     int           // Sets timed by the write-cost measurement
 	before     string        // a results.json whose fleet figures the table shows beside this run's
@@ -198,7 +198,13 @@ func openFleetTarget(topo string, single *redis.Options) (*fleetTarget, error) {
 			name: topo,
 			newClient: func(pool int) redis.UniversalClient {
 				o := *single
-				o.PoolSize = pool
+				// go-redis (v9.23) also keeps a pool of its own for
+				// pipelines, 10 connections by default, which the cache's
+				// pipelines (the claim, the marks' read) would open beside
+				// the main pool: -1 runs them on the main pool, so that a
+				// replica holds at most PoolSize connections besides its
+				// subscriptions.
+				o.PoolSize, o.PipelinePoolSize = pool, -1
 				return redis.NewClient(&o)
 			},
 			nodes: []*redis.Client{admin},
@@ -581,7 +587,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func (fc fleetConfig) describe() string {
 	return fmt.Sprintf("fleet: replicas %s × caches %s on %s, %d runs, %s windows (idle after %s, load after 1 s of it), "+
-		"load %d req/s over the fleet, Zipf s=1.1 over %d keys per cache, %.0f %% Sets, PoolSize %d; write cost at %d replicas over %d Sets",
+		"load %d req/s over the fleet, Zipf s=1.1 over %d keys per cache, %.0f %% Sets, PoolSize %d (pipelines too); write cost at %d replicas over %d Sets",
 		joinInts(fc.replicas), joinInts(fc.caches), strings.Join(fc.topologies, ", "), fc.runs, fc.window, fleetIdleStop,
 		fc.rate, fc.keys, 100*fc.writeShare, fc.pool, fc.writeFleet, fc.writes)
 }

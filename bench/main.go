@@ -18,8 +18,9 @@
 // refusing connections, the origin failing and Redis slowed by 50 ms each
 // way, one phase each, via a TCP proxy in front of Redis.
 //
-// Scenario "fleet" (not in the default run; about 12 minutes): what R
-// replicas (each its own go-redis client, PoolSize 2) × N caches
+// Scenario "fleet" (not in the default run; about 15 minutes): what R
+// replicas (each its own go-redis client, PoolSize 2, pipelines on that
+// pool) × N caches
 // (cache.Cache[string], default options, L1 on) cost Redis, idle (after
 // one call on every cache and the heartbeats' idle stop) and under a
 // bounded Zipf load with 10 % Sets, at R = 8, 64, 256, 1,000 and N = 1, 5,
@@ -108,7 +109,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "duration of each strategy's run")
 	fs.DurationVar(&cfg.think, "think", 10*time.Millisecond, "mean pause of a caller between requests (0: none)")
 	fs.IntVar(&cfg.valueSize, "value-size", 256, "value size in bytes")
-	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution), overload (the storm at 64 replicas x 50 callers, whatever -replicas and -callers say), fleet (not in the default run: what R replicas x N caches cost Redis, idle and under load, about 12 minutes)")
+	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution), overload (the storm at 64 replicas x 50 callers, whatever -replicas and -callers say), fleet (not in the default run: what R replicas x N caches cost Redis, idle and under load, about 15 minutes)")
 	strats := fs.String("strategies", "all", "comma-separated strategies of the storm scenario, or all: "+strings.Join(strategyNames(), ", "))
 	dists := fs.String("dists", "hot,zipf", "key distributions: hot, zipf")
 	fs.IntVar(&cfg.httpInstances, "http-instances", 4, "server instances of the http scenario")
@@ -127,7 +128,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.fleet.rate, "fleet-rate", 200, "fleet scenario: requests per second over the whole fleet under load")
 	fs.IntVar(&cfg.fleet.keys, "fleet-keys", 1000, "fleet scenario: Zipf keys per cache")
 	fs.Float64Var(&cfg.fleet.writeShare, "fleet-writes", 0.1, "fleet scenario: share of the requests that are Sets")
-	fs.IntVar(&cfg.fleet.pool, "fleet-pool", 2, "fleet scenario: go-redis PoolSize of every replica's client")
+	fs.IntVar(&cfg.fleet.pool, "fleet-pool", 2, "fleet scenario: go-redis PoolSize of every replica's client (its pipelines run on that pool: PipelinePoolSize -1)")
 	fs.IntVar(&cfg.fleet.writeFleet, "fleet-write-replicas", 512, "fleet scenario: replicas of the write-cost measurement (0: skip it)")
 	fs.IntVar(&cfg.fleet.writes, "fleet-write-sets", 50, "fleet scenario: Sets the write-cost measurement times")
 	fs.StringVar(&cfg.fleet.before, "fleet-before", "", "fleet scenario: a results.json (from -out) whose fleet figures to show beside this run's, before | after")
