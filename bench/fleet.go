@@ -620,7 +620,7 @@ func spreadOf(v []float64) spread {
 // alone for one run.
 func (s spread) fmt(prec int) string {
 	f := func(x float64) string { return groupDigits(strconv.FormatFloat(x, 'f', prec, 64)) }
-	if s.lo == s.hi {
+	if f(s.lo) == f(s.hi) {
 		return f(s.med)
 	}
 	return f(s.med) + " [" + f(s.lo) + "–" + f(s.hi) + "]"
@@ -873,7 +873,7 @@ func readFleetReport(path string) (*FleetReport, error) {
 
 // fleetCompared are the columns the before/after table shows, as indexes
 // into fleetColumns.
-var fleetCompared = []int{2, 3, 4, 7, 9}
+var fleetCompared = []int{0, 2, 3, 4, 7, 9}
 
 // writeFleetCompare prints the shapes both reports measured side by side,
 // before | after, for the figures that say what a fleet costs (per
@@ -892,7 +892,7 @@ func writeFleetCompare(w io.Writer, before, after *FleetReport) {
 	fmt.Fprintln(w, "\nBefore (-fleet-before) | after (this run), median [min–max]:")
 	fmt.Fprint(w, "\n| topology | R × N | phase |")
 	for _, i := range fleetCompared {
-		fmt.Fprintf(w, " %s before | after |", fleetColumns[i])
+		fmt.Fprintf(w, " %s (before) | after |", fleetColumns[i])
 	}
 	fmt.Fprintf(w, "\n|---|---|---|%s\n", strings.Repeat("---|---|", len(fleetCompared)))
 	for _, r := range after.Results {
