@@ -46,6 +46,7 @@ type fleetConfig struct {
 	writeFleet int           // replicas of the write-cost measurement (0: none)
 	writes     int           // Sets timed by the write-cost measurement
 	before     string        // a results.json whose fleet figures the table shows beside this run's
+	l1Off      bool          // L1Size -1 on every cache (default options otherwise)
 }
 
 // fleetIdleStop is how long after its last request a cache's heartbeat
@@ -245,8 +246,9 @@ type fleet struct {
 }
 
 // newFleet builds r replicas (each its own client) × n caches, each cache
-// with the default options but the namespace and a silent logger.
-func newFleet(t *fleetTarget, r, n, pool int) (*fleet, error) {
+// with the default options but the namespace and a silent logger (and L1
+// off when l1Off).
+func newFleet(t *fleetTarget, r, n, pool int, l1Off bool) (*fleet, error) {
 	// One namespace per cache index, shared by every replica; new for each
 	// fleet, so that every run starts cold.
 	prefix := fmt.Sprintf("fleet%d-%d", time.Now().UnixNano()%1e6, fleetSeq.Add(1))
@@ -259,6 +261,7 @@ func newFleet(t *fleetTarget, r, n, pool int) (*fleet, error) {
 			c, err := cache.New[string](rdb, cache.Options{
 				Namespace: fmt.Sprintf("%s.c%d", prefix, i),
 				Logger:    slog.New(slog.DiscardHandler),
+				L1Size:    l1Size(l1Off),
 			})
 			if err != nil {
 				f.close()
@@ -269,6 +272,14 @@ func newFleet(t *fleetTarget, r, n, pool int) (*fleet, error) {
 		f.caches = append(f.caches, cs)
 	}
 	return f, nil
+}
+
+// l1Size is the caches' L1Size: the default (0), or off (-1).
+func l1Size(off bool) int {
+	if off {
+		return -1
+	}
+	return 0
 }
 
 func (f *fleet) close() {
@@ -308,7 +319,7 @@ func (f *fleet) each(ctx context.Context, fn func(ctx context.Context, r, n int,
 // heartbeats' idle stop and measures an idle window; then it runs the
 // bounded Zipf load for a second unmeasured and a window measured.
 func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, reqs *atomic.Int64) (idle, load FleetRun, err error) {
-	f, err := newFleet(t, r, n, fc.pool)
+	f, err := newFleet(t, r, n, fc.pool, fc.l1Off)
 	if err != nil {
 		return idle, load, err
 	}
@@ -422,7 +433,7 @@ func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, done, fetches, err
 // from another replica, once every heartbeat has stopped, the bytes Redis
 // sent over them (every node) divided by their number.
 func fleetWriteCost(ctx context.Context, fc fleetConfig, t *fleetTarget) (float64, error) {
-	f, err := newFleet(t, fc.writeFleet, 1, fc.pool)
+	f, err := newFleet(t, fc.writeFleet, 1, fc.pool, fc.l1Off)
 	if err != nil {
 		return 0, err
 	}
@@ -586,9 +597,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func (fc fleetConfig) describe() string {
-	return fmt.Sprintf("fleet: replicas %s × caches %s on %s, %d runs, %s windows (idle after %s, load after 1 s of it), "+
+	l1 := "L1 on"
+	if fc.l1Off {
+		l1 = "L1 off"
+	}
+	return fmt.Sprintf("fleet: %s, replicas %s × caches %s on %s, %d runs, %s windows (idle after %s, load after 1 s of it), "+
 		"load %d req/s over the fleet, Zipf s=1.1 over %d keys per cache, %.0f %% Sets, PoolSize %d (pipelines too); write cost at %d replicas over %d Sets",
-		joinInts(fc.replicas), joinInts(fc.caches), strings.Join(fc.topologies, ", "), fc.runs, fc.window, fleetIdleStop,
+		l1, joinInts(fc.replicas), joinInts(fc.caches), strings.Join(fc.topologies, ", "), fc.runs, fc.window, fleetIdleStop,
 		fc.rate, fc.keys, 100*fc.writeShare, fc.pool, fc.writeFleet, fc.writes)
 }
 

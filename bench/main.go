@@ -131,6 +131,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.fleet.pool, "fleet-pool", 2, "fleet scenario: go-redis PoolSize of every replica's client (its pipelines run on that pool: PipelinePoolSize -1)")
 	fs.IntVar(&cfg.fleet.writeFleet, "fleet-write-replicas", 512, "fleet scenario: replicas of the write-cost measurement (0: skip it)")
 	fs.IntVar(&cfg.fleet.writes, "fleet-write-sets", 50, "fleet scenario: Sets the write-cost measurement times")
+	fs.BoolVar(&cfg.fleet.l1Off, "fleet-l1-off", false, "fleet scenario: L1Size -1 on every cache (on a Cluster a cache without L1 does not subscribe to its namespace's channel)")
 	fs.StringVar(&cfg.fleet.before, "fleet-before", "", "fleet scenario: a results.json (from -out) whose fleet figures to show beside this run's, before | after")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
