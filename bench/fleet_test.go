@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -122,5 +123,34 @@ func TestFleetIdleCostsAtMostOneCommandPerSecondPerReplica(t *testing.T) {
 	}
 	if !checked {
 		t.Fatalf("no idle result\n%s", out.String())
+	}
+}
+
+// -fleet-before puts a previous run's figures beside this run's, shape by
+// shape, and the write cost before and after; a file without fleet
+// figures is refused before anything runs.
+func TestFleetBeforeAndAfterSideBySide(t *testing.T) {
+	shape := func(cmds, clients float64) FleetReport {
+		return FleetReport{
+			Results: []FleetResult{{Topology: "single", Replicas: 64, Caches: 1, Phase: "load",
+				Runs: []FleetRun{{ReqPerSec: 200, FetchPerSec: 180, Nodes: []FleetSample{{CmdsPerSec: cmds, Clients: int64(clients)}}}}}},
+			Writes: []FleetWrite{{Topology: "single", Replicas: 512, BytesPerSet: []float64{cmds * 10}}},
+		}
+	}
+	before, after := shape(3200, 192), shape(640, 128)
+	var out bytes.Buffer
+	writeFleetCompare(&out, &before, &after)
+	text := out.String()
+	for _, want := range []string{"| single | 64 × 1 | load | 200 | 200 | 50.00 | 10.00 | 16.00 | 3.20 |", "| 3.00 | 2.00 |", "32,000 bytes per Set before, 6,400 after"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("comparison lacks %q:\n%s", want, text)
+		}
+	}
+	path := t.TempDir() + "/results.json"
+	if err := os.WriteFile(path, []byte(`{"results": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(context.Background(), []string{"-scenarios", "fleet", "-fleet-before", path}, io.Discard, io.Discard, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "no fleet figures") {
+		t.Fatalf("a -fleet-before without fleet figures: err = %v, want one that says so", err)
 	}
 }
