@@ -18,7 +18,7 @@
 // refusing connections, the origin failing and Redis slowed by 50 ms each
 // way, one phase each, via a TCP proxy in front of Redis.
 //
-// Scenario "fleet" (not in the default run; about 15 minutes): what R
+// Scenario "fleet" (not in the default run; about 12 minutes on 2 cores): what R
 // replicas (each its own go-redis client, PoolSize 2, pipelines on that
 // pool) × N caches
 // (cache.Cache[string], default options, L1 on) cost Redis, idle (after
@@ -109,7 +109,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "duration of each strategy's run")
 	fs.DurationVar(&cfg.think, "think", 10*time.Millisecond, "mean pause of a caller between requests (0: none)")
 	fs.IntVar(&cfg.valueSize, "value-size", 256, "value size in bytes")
-	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution), overload (the storm at 64 replicas x 50 callers, whatever -replicas and -callers say), fleet (not in the default run: what R replicas x N caches cost Redis, idle and under load, about 15 minutes)")
+	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution), overload (the storm at 64 replicas x 50 callers, whatever -replicas and -callers say), fleet (not in the default run: what R replicas x N caches cost Redis, idle and under load, about 12 minutes on 2 cores)")
 	strats := fs.String("strategies", "all", "comma-separated strategies of the storm scenario, or all: "+strings.Join(strategyNames(), ", "))
 	dists := fs.String("dists", "hot,zipf", "key distributions: hot, zipf")
 	fs.IntVar(&cfg.httpInstances, "http-instances", 4, "server instances of the http scenario")
