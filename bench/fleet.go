@@ -153,6 +153,8 @@ func runFleet(ctx context.Context, fc fleetConfig, single *redis.Options, p *pro
 	return rep, nil
 }
 
+// runFleetOn runs every shape fc.runs times on t, then the write cost,
+// adding the figures to rep.
 func runFleetOn(ctx context.Context, fc fleetConfig, t *fleetTarget, rep *FleetReport, p *progress) error {
 	for _, r := range fc.replicas {
 		for _, n := range fc.caches {
