@@ -18,6 +18,20 @@
 // refusing connections, the origin failing and Redis slowed by 50 ms each
 // way, one phase each, via a TCP proxy in front of Redis.
 //
+// Scenario "fleet" (not in the default run; about 12 minutes on 2 cores): what R
+// replicas (each its own go-redis client, PoolSize 2, pipelines on that
+// pool) × N caches
+// (cache.Cache[string], default options, L1 on) cost Redis, idle (after
+// one call on every cache and the heartbeats' idle stop) and under a
+// bounded Zipf load with 10 % Sets, at R = 8, 64, 256, 1,000 and N = 1, 5,
+// on the bench's Redis and on a 3-master Cluster of its own: Redis
+// commands/s, CPU, bytes sent and connections, per replica and per
+// request, per shard on the Cluster, and the bytes Redis sends for one Set
+// in a fleet of 512. -fleet-before FILE shows a previous run's figures
+// (its results.json) beside this run's.
+//
+//	go run -C bench . -scenarios fleet -out out
+//
 // Redis: $REDIS_URL when set; else a redis-server child process on a free
 // loopback port; else an in-process server, whose figures are marked as not
 // comparable.
@@ -60,6 +74,7 @@ type config struct {
 	// clientOptions is "default" (go-redis' defaults) or "recommended"
 	// (the README's: ContextTimeoutEnabled, short timeouts, one retry).
 	clientOptions string
+	fleet         fleetConfig
 }
 
 func main() {
@@ -94,7 +109,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "duration of each strategy's run")
 	fs.DurationVar(&cfg.think, "think", 10*time.Millisecond, "mean pause of a caller between requests (0: none)")
 	fs.IntVar(&cfg.valueSize, "value-size", 256, "value size in bytes")
-	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution), overload (the storm at 64 replicas x 50 callers, whatever -replicas and -callers say)")
+	scenarios := fs.String("scenarios", "storm,hits,http", "scenarios to run: storm, hits, http, faults (not in the default run: about 2.5 minutes per key distribution), overload (the storm at 64 replicas x 50 callers, whatever -replicas and -callers say), fleet (not in the default run: what R replicas x N caches cost Redis, idle and under load, about 12 minutes on 2 cores)")
 	strats := fs.String("strategies", "all", "comma-separated strategies of the storm scenario, or all: "+strings.Join(strategyNames(), ", "))
 	dists := fs.String("dists", "hot,zipf", "key distributions: hot, zipf")
 	fs.IntVar(&cfg.httpInstances, "http-instances", 4, "server instances of the http scenario")
@@ -105,6 +120,19 @@ func parse(args []string, errOut io.Writer) (config, error) {
 	fs.BoolVar(&cfg.short, "short", false, "every strategy for a second on a small size (what CI runs)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&cfg.clientOptions, "client-options", "default", "go-redis options of every replica's client: default (go-redis' own) or recommended (the README's)")
+	fleetReplicas := fs.String("fleet-replicas", "8,64,256,1000", "fleet scenario: replica counts R, each its own go-redis client")
+	fleetCaches := fs.String("fleet-caches", "1,5", "fleet scenario: caches per replica N")
+	fleetTopologies := fs.String("fleet-topologies", "single,cluster", "fleet scenario: single (the bench's Redis) and/or cluster (a 3-master Cluster of its own)")
+	fs.IntVar(&cfg.fleet.runs, "fleet-runs", 3, "fleet scenario: runs per shape (the table shows their median and min–max)")
+	fs.DurationVar(&cfg.fleet.window, "fleet-window", 3*time.Second, "fleet scenario: length of each measured window, idle and under load")
+	fs.IntVar(&cfg.fleet.rate, "fleet-rate", 200, "fleet scenario: requests per second over the whole fleet under load")
+	fs.IntVar(&cfg.fleet.keys, "fleet-keys", 1000, "fleet scenario: Zipf keys per cache")
+	fs.Float64Var(&cfg.fleet.writeShare, "fleet-writes", 0.1, "fleet scenario: share of the requests that are Sets")
+	fs.IntVar(&cfg.fleet.pool, "fleet-pool", 2, "fleet scenario: go-redis PoolSize of every replica's client (its pipelines run on that pool: PipelinePoolSize -1)")
+	fs.IntVar(&cfg.fleet.writeFleet, "fleet-write-replicas", 512, "fleet scenario: replicas of the write-cost measurement (0: skip it)")
+	fs.IntVar(&cfg.fleet.writes, "fleet-write-sets", 50, "fleet scenario: Sets the write-cost measurement times")
+	fs.BoolVar(&cfg.fleet.l1Off, "fleet-l1-off", false, "fleet scenario: L1Size -1 on every cache (on a Cluster a cache without L1 does not subscribe to its namespace's channel)")
+	fs.StringVar(&cfg.fleet.before, "fleet-before", "", "fleet scenario: a results.json (from -out) whose fleet figures to show beside this run's, before | after")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -126,6 +154,17 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		def("http-rate", func() { cfg.httpRate = 300 })
 		def("fault-phase", func() { cfg.faultPhase = time.Second })
 		def("fault-settle", func() { cfg.faultSettle = 500 * time.Millisecond })
+		def("fleet-replicas", func() { *fleetReplicas = "4" })
+		def("fleet-caches", func() { *fleetCaches = "1,2" })
+		def("fleet-runs", func() { cfg.fleet.runs = 1 })
+		def("fleet-window", func() { cfg.fleet.window = time.Second })
+		def("fleet-rate", func() { cfg.fleet.rate = 100 })
+		def("fleet-keys", func() { cfg.fleet.keys = 100 })
+		def("fleet-write-replicas", func() { cfg.fleet.writeFleet = 8 })
+		def("fleet-write-sets", func() { cfg.fleet.writes = 20 })
+	}
+	if err := cfg.fleet.parse(*fleetReplicas, *fleetCaches, *fleetTopologies); err != nil {
+		return cfg, err
 	}
 	for _, r := range split(*replicas) {
 		n, err := strconv.Atoi(r)
@@ -163,7 +202,7 @@ func parse(args []string, errOut io.Writer) (config, error) {
 		}
 	}
 	for _, s := range cfg.scenarios {
-		if s != "storm" && s != "http" && s != "hits" && s != "faults" && s != "overload" {
+		if s != "storm" && s != "http" && s != "hits" && s != "faults" && s != "overload" && s != "fleet" {
 			return cfg, fmt.Errorf("unknown scenario %q", s)
 		}
 	}
@@ -229,6 +268,12 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 	if err != nil {
 		return nil, err
 	}
+	var fleetBefore *FleetReport
+	if cfg.fleet.before != "" { // read first: a bad path must not cost a whole run
+		if fleetBefore, err = readFleetReport(cfg.fleet.before); err != nil {
+			return nil, err
+		}
+	}
 	env, err := embedded.Open(getenv)
 	if err != nil {
 		return nil, err
@@ -269,6 +314,17 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 	p := &progress{w: progressOut, live: isTerminal(progressOut)}
 	dists := distributions(cfg.keys)
 	for _, scenario := range cfg.scenarios {
+		if scenario == "fleet" { // no key distribution of its own: its load is Zipf
+			if !env.Comparable {
+				return nil, errFleetNeedsRedis
+			}
+			fr, err := runFleet(ctx, cfg.fleet, env.Options, p)
+			if err != nil {
+				return nil, fmt.Errorf("fleet: %w", err)
+			}
+			rep.Fleet = fr
+			continue
+		}
 		for _, d := range dists {
 			if !slices.Contains(cfg.dists, strings.SplitN(d.name, "-", 2)[0]) {
 				continue
@@ -333,7 +389,15 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 		}
 	}
 	fmt.Fprintln(out)
-	writeSummary(out, rep.Results, cfg.out) // the figures first: a failed write loses none
+	if len(rep.Results) > 0 || rep.Fleet == nil {
+		writeSummary(out, rep.Results, cfg.out) // the figures first: a failed write loses none
+	}
+	if rep.Fleet != nil {
+		writeFleet(out, rep.Fleet)
+		if fleetBefore != nil {
+			writeFleetCompare(out, fleetBefore, rep.Fleet)
+		}
+	}
 	if cfg.out != "" {
 		if err := writeOutputs(cfg.out, *rep); err != nil {
 			return nil, fmt.Errorf("writing -out %s: %w", cfg.out, err)
@@ -346,6 +410,9 @@ func run(ctx context.Context, args []string, out, progressOut io.Writer, getenv 
 // that run, not those of the others (no faults settings without the faults
 // scenario).
 func (cfg config) describe() string {
+	if len(cfg.scenarios) > 0 && !slices.ContainsFunc(cfg.scenarios, func(s string) bool { return s != "fleet" }) {
+		return cfg.fleet.describe() // none of the other settings apply
+	}
 	s := fmt.Sprintf("client options %s, replicas=%d callers=%d keys=1 hot and %d zipf, origin latency %s, TTL %s, %s per run, think %s, value %d B",
 		cfg.clientOptions, cfg.replicas, cfg.callers, cfg.keys, cfg.originLatency, cfg.ttl, cfg.duration, cfg.think, cfg.valueSize)
 	if slices.Contains(cfg.scenarios, "http") {
@@ -353,6 +420,9 @@ func (cfg config) describe() string {
 	}
 	if slices.Contains(cfg.scenarios, "faults") {
 		s += fmt.Sprintf("; faults: %s phases after %s settling", cfg.faultPhase, cfg.faultSettle)
+	}
+	if slices.Contains(cfg.scenarios, "fleet") {
+		s += "; " + cfg.fleet.describe()
 	}
 	return s
 }

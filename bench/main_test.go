@@ -113,7 +113,8 @@ func TestShortRun(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-replicas", "0"}, {"-strategies", "nope"}, {"-scenarios", "x"}, {"-dists", "y"}, {"-ttl", "1ms"}, {"-duration", "0s"}} {
+	for _, args := range [][]string{{"-replicas", "0"}, {"-strategies", "nope"}, {"-scenarios", "x"}, {"-dists", "y"}, {"-ttl", "1ms"}, {"-duration", "0s"},
+		{"-fleet-replicas", "0"}, {"-fleet-caches", "x"}, {"-fleet-topologies", "ring"}, {"-fleet-runs", "0"}, {"-fleet-writes", "2"}} {
 		if _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("%v: no error", args)
 		}

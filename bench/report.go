@@ -115,6 +115,8 @@ type Report struct {
 	Config     string   `json:"config"`
 	StartedAt  string   `json:"started_at"`
 	Results    []Result `json:"results"`
+	// Fleet holds the fleet scenario's figures when it ran.
+	Fleet *FleetReport `json:"fleet,omitempty"`
 }
 
 // writeOutputs writes results.json, results.md and the charts into dir.

@@ -194,6 +194,11 @@ func writeMarkdown(w io.Writer, rep Report) {
 			fmt.Fprintf(w, "- `%s`: %s\n", fp.name, fp.description)
 		}
 	}
+	if rep.Fleet != nil {
+		fmt.Fprintln(w, "\n#### Fleet")
+		fmt.Fprintln(w)
+		writeFleet(w, rep.Fleet)
+	}
 }
 
 // mdTable writes a markdown table of results.
