@@ -31,6 +31,7 @@ func fleetEnv(t *testing.T) func(string) string {
 // and under load, and reports every column: the shapes' table, the
 // Cluster's shards and the write cost.
 func TestFleetScenarioReportsEveryColumn(t *testing.T) {
+	t.Parallel() // its own Redis servers: figures no other test touches
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		redistest.Missing(t, "redis-cli (for the scenario's Cluster)", err)
 	}
@@ -102,6 +103,7 @@ func TestFleetScenarioReportsEveryColumn(t *testing.T) {
 // own counters over the scenario's idle window, on a server of the test's
 // own; the bound leaves room for a loaded machine (the probe alone is 0.5).
 func TestFleetIdleCostsAtMostOneCommandPerSecondPerReplica(t *testing.T) {
+	t.Parallel() // its own Redis server: figures no other test touches
 	var out bytes.Buffer
 	rep, err := run(context.Background(), []string{"-scenarios", "fleet", "-fleet-topologies", "single",
 		"-fleet-replicas", "64", "-fleet-caches", "1", "-fleet-runs", "1", "-fleet-window", "3s",
