@@ -128,7 +128,9 @@ func TestClosingOneCacheOnAClientLeavesTheOtherListening(t *testing.T) {
 			t.Fatal(err)
 		}
 		return v == "v2"
-	}, func() string { return "b's L1 kept v1 after another replica's Set: its invalidations stopped with a's Close" })
+	}, func() string {
+		return "b's L1 kept v1 after another replica's Set: its invalidations stopped with a's Close"
+	})
 
 	// Hits every δ/2 for 6 δ: with the heartbeat vouching for b's marks
 	// none reads them, but for a heartbeat answered late on a loaded
@@ -213,7 +215,9 @@ func TestCachesOnOneClusterClientShareTheShardedConnections(t *testing.T) {
 		key string
 	}{{b, keyB}, {c, keyC}} {
 		wg.Go(func() {
-			r, err := w.c.Fetch(ctx, w.key, func(context.Context) (string, error) { return "", fmt.Errorf("computed while another replica held the lease") })
+			r, err := w.c.Fetch(ctx, w.key, func(context.Context) (string, error) {
+				return "", fmt.Errorf("computed while another replica held the lease")
+			})
 			if err != nil || r.Value != "v" {
 				t.Errorf("%s: %+v %v", w.key, r, err)
 			}
