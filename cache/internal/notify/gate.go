@@ -152,15 +152,16 @@ func (n *hub) pong(c *psConn, payload string) {
 	defer n.mu.Unlock()
 	if op := c.barriers[payload]; op != nil {
 		delete(c.barriers, payload)
-		op.settle(nil)
 		// A share that joined a subscription made already listens from
 		// here: every message received from now on goes to its handler,
 		// and those published before Redis processed the PING came first.
+		// Before the gate opens, so that its Listen returns after.
 		for _, m := range op.opens {
 			if !m.gone && m.OnListening != nil {
 				m.OnListening()
 			}
 		}
+		op.settle(nil)
 	}
 }
 
