@@ -231,3 +231,35 @@ func TestLastShareClosesTheHub(t *testing.T) {
 	}
 	w.Close()
 }
+
+// A share that listens on a channel another share listened on and left
+// (its UNSUBSCRIBE confirmed on the same socket) is not go-redis
+// resubscribing after a silent redial: the session stays, and no share's
+// OnReset runs (which would clear every cache's L1 on the client).
+func TestListeningAgainAfterAnUnsubscribeIsNoBreak(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	prefix := redistest.Prefix(t)
+	keep := newNotifier(rdb)
+	defer keep.Close()
+	var resets atomic.Int64
+	keep.OnReset = func() { resets.Add(1) }
+	if err := keep.Listen(ctx, prefix+":keep", func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	session := keep.Session()
+	for round := range 3 {
+		n := newNotifier(rdb)
+		if err := n.Listen(ctx, prefix+":again", func(string) {}); err != nil {
+			t.Fatal(err)
+		}
+		_ = n.Close()
+		waitFor(t, "the channel to be unsubscribed", func() bool {
+			return redistest.PlainSubscribers(t, redistest.Addr(t), prefix+":again") == 0
+		})
+		if keep.Session() != session || resets.Load() != 0 {
+			t.Fatalf("round %d: session %d (was %d), %d resets: listening again was taken for a break", round, keep.Session(), session, resets.Load())
+		}
+	}
+}
