@@ -118,9 +118,14 @@ func (n *hub) receive(c *psConn) {
 func (n *hub) confirm(c *psConn, kind, channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for m := range n.handlers[channel] {
-		if m.OnListening != nil {
-			m.OnListening()
+	if kind == "subscribe" {
+		// Only a SUBSCRIBE's confirmation: an UNSUBSCRIBE's, of a channel
+		// a share left while another began listening on it, comes before
+		// the SUBSCRIBE that makes the newcomer listen.
+		for m := range n.handlers[channel] {
+			if m.OnListening != nil {
+				m.OnListening()
+			}
 		}
 	}
 	if !c.sharded() && kind == "unsubscribe" {
@@ -201,7 +206,8 @@ func (n *hub) runResets() {
 // before the subscription that replaced it, and is dropped.
 func (n *hub) wake(c *psConn, channel, payload string) {
 	n.mu.Lock()
-	var fns []func(string)
+	var buf [4]func(string)
+	fns := buf[:0]
 	for _, fn := range n.handlers[channel] {
 		fns = append(fns, fn)
 	}

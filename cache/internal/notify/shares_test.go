@@ -263,3 +263,67 @@ func TestListeningAgainAfterAnUnsubscribeIsNoBreak(t *testing.T) {
 		}
 	}
 }
+
+// A share that begins listening on a channel another share is leaving
+// (its UNSUBSCRIBE still unconfirmed) is not listening until its own
+// SUBSCRIBE took effect: the UNSUBSCRIBE's confirmation, read while the
+// newcomer's handler is registered, does not run its OnListening (which
+// would let its L1 fill while nothing is subscribed). The test sends the
+// UNSUBSCRIBE and holds the SUBSCRIBE back, as a sender descheduled
+// between the two commands would.
+func TestListeningOnAChannelBeingLeftWaitsForItsSubscribe(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch := redistest.Prefix(t) + ":inv"
+	a, b := newNotifier(rdb), newNotifier(rdb)
+	defer b.Close()
+	defer a.Close()
+	if err := a.Listen(ctx, ch, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	c := a.conns[""]
+	a.mu.Unlock()
+	thaw := sync.OnceFunc(freezeSender(t, a, c))
+	defer thaw()
+	_ = a.Close() // its UNSUBSCRIBE queued, not sent
+	var listening atomic.Int64
+	b.OnListening = func() { listening.Add(1) }
+	listened := make(chan error, 1)
+	go func() { listened <- b.Listen(ctx, ch, func(string) {}) }()
+	waitFor(t, "b's SUBSCRIBE to be queued", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(c.outbox) == 3 // the UNSUBSCRIBE, b's SUBSCRIBE, its barrier
+	})
+	b.mu.Lock()
+	if c.outbox[0].kind != sendUnsubscribe || c.outbox[1].kind != sendSubscribe {
+		b.mu.Unlock()
+		t.Fatalf("outbox: %+v, want the UNSUBSCRIBE then b's SUBSCRIBE", c.outbox)
+	}
+	held := c.outbox[1:]
+	c.outbox = c.outbox[:1]
+	b.mu.Unlock()
+	thaw()
+	waitFor(t, "the UNSUBSCRIBE's confirmation to be read", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		st := b.chans[ch]
+		return st != nil && st.unsubs == 0
+	})
+	if n := listening.Load(); n != 0 {
+		t.Fatalf("b's OnListening ran %d times before its SUBSCRIBE was sent", n)
+	}
+	b.mu.Lock()
+	for _, req := range held {
+		b.enqueueLocked(c, req)
+	}
+	b.mu.Unlock()
+	if err := <-listened; err != nil {
+		t.Fatal(err)
+	}
+	if listening.Load() == 0 {
+		t.Fatal("b's OnListening never ran")
+	}
+}
