@@ -114,6 +114,10 @@ const (
 // logged with its cause. Call [Cache.Ping] at start-up, or behind a
 // readiness probe, to find out before.
 //
+// Every cache on one client (the same rdb value) shares one pub/sub
+// connection (one per master on a Cluster) and one heartbeat: a process
+// pays for its subscriptions per client, not per cache.
+//
 // With a RedisTimeout (the default), the first cache on a client adds a
 // hook to it ([redis.Hook]; once while caches use that client) that
 // watches its dials and nothing else: a refused connection then ends the
@@ -348,10 +352,13 @@ func (c *Cache[V]) check(key string) error {
 // Close stops background refreshes (cancelling their context and waiting
 // for them) and the notification subscriptions, and frees the callers
 // waiting on them. Later calls return [ErrClosed]. It does not close the
-// Redis client. It waits at most 100 ms for a pub/sub connection caught in
-// its handshake with a Redis that does not answer (go-redis bounds that by
-// its own DialTimeout and ReadTimeout only); that connection closes in the
-// background when go-redis gives up.
+// Redis client. The caches on one client share its pub/sub connection and
+// heartbeat: closing one leaves the others' subscriptions as they are, and
+// the last one's Close closes the connection. That Close waits at most
+// 100 ms for a pub/sub connection caught in its handshake with a Redis
+// that does not answer (go-redis bounds that by its own DialTimeout and
+// ReadTimeout only); that connection closes in the background when
+// go-redis gives up.
 func (c *Cache[V]) Close() error {
 	var err error
 	c.once.Do(func() {

@@ -26,7 +26,7 @@ import (
 // redis-server of the test's own, not a wait for an event.
 func TestIdleFleetCostsAtMostOneCommandPerSecondPerReplica(t *testing.T) {
 	const replicas, caches = 8, 4
-	rate := idleCommandsPerSecond(t, replicas, caches, 3*time.Second)
+	rate, _ := idleCommandsPerSecond(t, replicas, caches, 3*time.Second)
 	t.Logf("%d replicas × %d caches, idle: %.1f Redis commands/s (%.2f per replica)", replicas, caches, rate, rate/replicas)
 	if rate > replicas {
 		t.Fatalf("idle fleet of %d replicas × %d caches sent Redis %.1f commands/s, want at most %d (one per replica)", replicas, caches, rate, replicas)
@@ -41,8 +41,8 @@ func TestIdleFleetCostFigures(t *testing.T) {
 	}
 	for _, shape := range []struct{ r, n int }{{8, 1}, {8, 4}, {64, 1}} {
 		t.Run(strconv.Itoa(shape.r)+"x"+strconv.Itoa(shape.n), func(t *testing.T) {
-			rate := idleCommandsPerSecond(t, shape.r, shape.n, 5*time.Second)
-			t.Logf("FIGURE %d replicas × %d caches: %.1f idle Redis commands/s, %.2f per replica", shape.r, shape.n, rate, rate/float64(shape.r))
+			rate, conns := idleCommandsPerSecond(t, shape.r, shape.n, 5*time.Second)
+			t.Logf("FIGURE %d replicas × %d caches: %.1f idle Redis commands/s, %.2f per replica; %d pub/sub connections", shape.r, shape.n, rate, rate/float64(shape.r), conns)
 		})
 	}
 }
@@ -50,8 +50,9 @@ func TestIdleFleetCostFigures(t *testing.T) {
 // idleCommandsPerSecond builds r clients × n caches on a redis-server of
 // the test's own, makes one call on each cache, waits until every
 // heartbeat has stopped, and returns the commands per second Redis
-// received over window (INFO commandstats, the INFOs themselves left out).
-func idleCommandsPerSecond(t *testing.T, r, n int, window time.Duration) float64 {
+// received over window (INFO commandstats, the INFOs themselves left out)
+// and the pub/sub connections it holds then.
+func idleCommandsPerSecond(t *testing.T, r, n int, window time.Duration) (rate float64, pubsub int) {
 	t.Helper()
 	servers, clients := redistest.Independent(t, 1)
 	addr, info := servers[0].Addr(), clients[0]
@@ -83,7 +84,7 @@ func idleCommandsPerSecond(t *testing.T, r, n int, window time.Duration) float64
 	time.Sleep(window)
 	after := callsButInfo(t, info)
 	took := time.Since(start)
-	return float64(after-before) / took.Seconds()
+	return float64(after-before) / took.Seconds(), pubsubConns(t, info)
 }
 
 // callsButInfo returns the calls Redis counted for every command but INFO.

@@ -107,7 +107,7 @@ func (c *checker) broken(a, b string, from, to time.Duration) bool {
 			continue
 		}
 		kind, _, _ := strings.Cut(f.what, ":")
-		if breaksOneCompute(kind) && (f.replica == "" || f.replica == a || f.replica == b) {
+		if breaksOneCompute(kind) && (f.replica == "" || f.replica == wire.Process(a) || f.replica == wire.Process(b)) {
 			return true
 		}
 	}

@@ -7,6 +7,8 @@ package robustness
 import (
 	"strings"
 	"time"
+
+	"github.com/stampede-go/stampede/robustness/wire"
 )
 
 // fault is the window during which a nemesis' fault may still show: from
@@ -14,7 +16,7 @@ import (
 type fault struct {
 	from, to time.Duration
 	what     string
-	replica  string // the one replica it affects; "" for all
+	replica  string // the one replica process it affects (a twin's too, wire.Process); "" for all
 }
 
 // settle is how long after a fault heals its effects may still show: the
@@ -52,7 +54,7 @@ func faultWindows(h *History, settle time.Duration) []fault {
 // paused reports whether replica was paused or killed during [from, to].
 func (c *checker) paused(replica string, from, to time.Duration) bool {
 	for _, f := range c.faults {
-		if f.replica == replica && f.from <= to && from <= f.to &&
+		if f.replica == wire.Process(replica) && f.from <= to && from <= f.to &&
 			(strings.HasPrefix(f.what, "replica-pause") || strings.HasPrefix(f.what, "replica-kill")) {
 			return true
 		}
@@ -64,7 +66,7 @@ func (c *checker) paused(replica string, from, to time.Duration) bool {
 // one that only slows it) overlaps [from, to].
 func (c *checker) unreachable(replica string, from, to time.Duration) bool {
 	for _, f := range c.faults {
-		if f.from <= to && from <= f.to && (f.replica == "" || f.replica == replica) && !strings.HasPrefix(f.what, "latency") {
+		if f.from <= to && from <= f.to && (f.replica == "" || f.replica == wire.Process(replica)) && !strings.HasPrefix(f.what, "latency") {
 			return true
 		}
 	}
@@ -82,7 +84,7 @@ func (c *checker) cutOff(replica string, from, to time.Duration) bool {
 		switch {
 		case e.Heal || e.At > from:
 			continue
-		case kind == "partition" && strings.Contains(e.What, replica+" "):
+		case kind == "partition" && strings.Contains(e.What, wire.Process(replica)+" "):
 		case kind == "redis-kill" || kind == "redis-pause":
 		default:
 			continue

@@ -41,7 +41,7 @@ func (c *checker) announcementLost(replica string, from, to time.Duration) bool 
 		switch {
 		case kind == "pubsub-kill":
 			return true
-		case breaksOneCompute(kind) && (f.replica == "" || f.replica == replica):
+		case breaksOneCompute(kind) && (f.replica == "" || f.replica == wire.Process(replica)):
 			return true
 		}
 	}

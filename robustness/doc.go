@@ -8,7 +8,11 @@
 //   - replica/ is the replica program: its own go-redis client and
 //     cache.Cache, driven over its standard input and output (wire/), so it
 //     can be killed (SIGKILL) and paused (SIGSTOP) mid-compute; replica.go
-//     starts and drives it.
+//     starts and drives it. With Scenario.Twin it runs a second cache on
+//     the same client and namespace (rN.twin in the history), which shares
+//     the first one's pub/sub connection, heartbeat and invalidation
+//     channel; the checker judges it as a replica of its own, under its
+//     process's faults (wire.Process).
 //   - origin.go is the source of truth, a versioned register per key served
 //     over loopback HTTP: every compute reads a key's version and is stamped
 //     with an ID and its begin and end, so every answer names the compute

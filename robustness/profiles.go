@@ -31,7 +31,11 @@ func Profile(name string) []Scenario {
 		Nemeses: []string{"pubsub-kill", "reset", "latency", "replica-pause"}, FaultFor: 600 * time.Millisecond, Calm: 1500 * time.Millisecond}
 	// faults: waiters wait, so one compute per key per expiry is checked,
 	// with L1 on, under every fault of a single Redis, data loss included.
-	faults := Scenario{Name: "redis-l1-faults", Mode: "redis", Replicas: 3, Clients: 4, Duration: d, Traffic: traffic,
+	// Each replica runs a twin cache on its client in the same namespace:
+	// the two share the pub/sub connection, the heartbeat and the
+	// invalidation channel (issue 38), which every fault must leave as
+	// safe as two processes' would be.
+	faults := Scenario{Name: "redis-l1-faults", Mode: "redis", Replicas: 3, Clients: 4, Twin: true, Duration: d, Traffic: traffic,
 		Options: wire.Options{Namespace: "rf", TTL: 500 * time.Millisecond, Stale: 300 * time.Millisecond,
 			WaitTimeout: 3 * time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
 			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 300 * time.Millisecond, Beta: 1},

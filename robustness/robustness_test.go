@@ -72,8 +72,14 @@ func TestRobustness(t *testing.T) {
 				t.Fatalf("seed %d: %v", s, err)
 			}
 			vs, cov := CheckCoverage(sc, h)
-			t.Logf("seed %d: %d operations, %d computes, %d faults; computes of a key overlapping: %d, excused %d; one compute judged over %.0f%% of the run; joiners not selected by the run they joined: %d; %d violations",
-				s, len(h.Ops), len(h.Computes), len(h.Events)/2, cov.Overlaps, cov.Excused, 100*cov.Judged, cov.Unselected, len(vs))
+			twins := 0
+			for _, o := range h.Ops {
+				if o.Req.Twin {
+					twins++
+				}
+			}
+			t.Logf("seed %d: %d operations (%d on twin caches), %d computes, %d faults; computes of a key overlapping: %d, excused %d; one compute judged over %.0f%% of the run; joiners not selected by the run they joined: %d; %d violations",
+				s, len(h.Ops), twins, len(h.Computes), len(h.Events)/2, cov.Overlaps, cov.Excused, 100*cov.Judged, cov.Unselected, len(vs))
 			if len(vs) == 0 {
 				return
 			}

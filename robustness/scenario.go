@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +30,12 @@ type Scenario struct {
 	// Recommended gives the replicas the README's recommended go-redis
 	// options instead of go-redis' defaults.
 	Recommended bool
-	Options     wire.Options
-	Traffic     Traffic
+	// Twin gives each replica a second cache on its client, with the
+	// same namespace (wire.Config.Twin); every other client of a replica
+	// calls it (HTTP operations aside).
+	Twin    bool
+	Options wire.Options
+	Traffic Traffic
 	// Nemeses are drawn from, one fault at a time, each healed after
 	// FaultFor; the run is healthy for Calm between two.
 	Nemeses        []string
@@ -70,7 +75,7 @@ func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
 	}
 	for i := range sc.Replicas {
 		cfg := wire.Config{Replica: fmt.Sprintf("r%d", i), Mode: sc.Mode, Origin: r.origin.URL(),
-			Recommended: sc.Recommended, Options: sc.Options}
+			Recommended: sc.Recommended, Twin: sc.Twin, Options: sc.Options}
 		switch sc.Mode {
 		case "redis":
 			p, err := faultproxy.New(r.env.server.Addr())
@@ -102,7 +107,8 @@ func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
 	for i, rep := range r.env.replicas {
 		for j := range sc.Clients {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+j)))
-			wg.Go(func() { r.client(rep, rng, end) })
+			twin := sc.Twin && j%2 == 1
+			wg.Go(func() { r.client(rep, twin, rng, end) })
 		}
 	}
 	nemesisDone := make(chan error, 1)
@@ -151,8 +157,9 @@ func (r *run) deploy() (stop func(), err error) {
 	return func() {}, fmt.Errorf("unknown mode %q", r.sc.Mode)
 }
 
-// client sends random operations to rep until end.
-func (r *run) client(rep *Replica, rng *rand.Rand, end time.Time) {
+// client sends random operations to rep (to its twin cache, twin, but for
+// the HTTP ones) until end.
+func (r *run) client(rep *Replica, twin bool, rng *rand.Rand, end time.Time) {
 	for time.Now().Before(end) {
 		rep.waitActive()
 		req, update := r.sc.Traffic.next(rng, r.nextID.Add(1))
@@ -160,6 +167,10 @@ func (r *run) client(rep *Replica, rng *rand.Rand, end time.Time) {
 			r.origin.Write(req.Key)
 		}
 		op := &Op{Replica: rep.Name, Req: req, Invoke: r.clock.now()}
+		if twin && !strings.HasPrefix(req.Op, "http-") {
+			req.Twin, op.Req.Twin = true, true
+			op.Replica = rep.Name + wire.TwinSuffix
+		}
 		resp, ok := rep.Do(req, req.Deadline+answerGrace)
 		op.Return, op.Resp, op.Unknown = r.clock.now(), resp, !ok
 		if ok && resp.Invoked != 0 { // the call's own interval, inside the one seen from here

@@ -131,6 +131,13 @@ var Bugs = []Bug{
 		New:   "\tc.redis.p.Forget(key)\n",
 	},
 	{
+		Name:  "shared-channel-one-handler",
+		Class: "of the caches of one client listening on one invalidation channel, only one hears it while the client's one heartbeat vouches for all: invalidations missed",
+		File:  "cache/internal/notify/conn.go",
+		Old:   "\t\tfor _, fn := range fns {\n\t\t\tfn(payload)\n\t\t}\n",
+		New:   "\t\tfor _, fn := range fns[:1] {\n\t\t\tfn(payload)\n\t\t}\n",
+	},
+	{
 		Name:  "quorum-majority-off-by-one",
 		Class: "the quorum lease granted by half the servers, not a majority: two holders at once",
 		File:  "lease/quorum.go",

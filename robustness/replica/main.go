@@ -47,9 +47,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &replica{cfg: cfg, c: c, origin: newOrigin(cfg.Origin, cfg.Replica), out: json.NewEncoder(os.Stdout)}
+	r := &replica{cfg: cfg, c: c, origin: newOrigin(cfg.Origin, cfg.Replica), mu: new(sync.Mutex), out: json.NewEncoder(os.Stdout)}
 	if r.http, err = startHTTP(r, rdb, options(cfg.Options)); err != nil {
 		return err
+	}
+	twin := r
+	if cfg.Twin {
+		// The same client, the same namespace: another replica of the
+		// fleet as far as the protocol goes, sharing this one's pub/sub
+		// connection and heartbeat.
+		tc, err := cache.New[wire.Value](rdb, options(cfg.Options))
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		twin = &replica{cfg: cfg, c: tc, origin: newOrigin(cfg.Origin, cfg.Replica+wire.TwinSuffix), mu: r.mu, out: r.out}
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -59,10 +71,14 @@ func run() error {
 		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
 			return fmt.Errorf("request: %w", err)
 		}
+		to := r
+		if req.Twin {
+			to = twin
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.reply(r.do(req))
+			to.reply(to.do(req))
 		}()
 	}
 	// The suite closed our input: finish what runs, then stop.
@@ -114,8 +130,8 @@ type replica struct {
 	cfg    wire.Config
 	c      *cache.Cache[wire.Value]
 	origin *origin
-	http   *httpPath
-	mu     sync.Mutex // guards out
+	http   *httpPath   // nil for a twin
+	mu     *sync.Mutex // guards out, shared with the twin
 	out    *json.Encoder
 }
 
@@ -199,6 +215,10 @@ func (r *replica) do(req wire.Request) (resp wire.Response) {
 	case wire.OpClear:
 		err = r.c.Clear(ctx)
 	case wire.OpHTTPGet, wire.OpHTTPPost, wire.OpHTTPPurge:
+		if r.http == nil {
+			err = fmt.Errorf("op %q sent to a twin", req.Op)
+			break
+		}
 		resp, err = r.http.do(ctx, req)
 		resp.ID = req.ID
 	case wire.OpStats:

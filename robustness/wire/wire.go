@@ -52,9 +52,22 @@ type Config struct {
 	// options (ContextTimeoutEnabled, short timeouts, MaxRetries 1) instead
 	// of go-redis' defaults.
 	Recommended bool
+	// Twin makes the replica run a second cache.Cache on the same go-redis
+	// client with the same options and namespace (named Replica+TwinSuffix
+	// in the history): the caches of one client share its pub/sub
+	// connection and heartbeat, and two caches of one namespace its
+	// invalidation channel.
+	Twin bool `json:",omitempty"`
 	// Options are the cache.Options durations and switches the run sets.
 	Options Options
 }
+
+// TwinSuffix names a replica's twin cache in the history: "r0" + TwinSuffix.
+const TwinSuffix = ".twin"
+
+// Process is the replica process a history's replica name runs in: a
+// twin's is its replica's.
+func Process(replica string) string { return strings.TrimSuffix(replica, TwinSuffix) }
 
 // Options mirrors the cache.Options a run varies.
 type Options struct {
@@ -123,6 +136,9 @@ type Request struct {
 	// route ignores and an X-Forwarded-For. (Who the request is, the
 	// principal, is the part of Key after "|": see HTTPKey.)
 	Noise bool `json:",omitempty"`
+	// Twin sends the operation to the replica's twin cache (Config.Twin);
+	// never an HTTP one, which the replica's middleware serves.
+	Twin bool `json:",omitempty"`
 }
 
 // HTTPKey splits an http-get or http-post key into the route key ("h0",

@@ -13,7 +13,7 @@ import (
 
 // dropLocked closes a sharded connection and hands its channels to the
 // resubscriber; call with n.mu held.
-func (n *Notifier) dropLocked(c *psConn) {
+func (n *hub) dropLocked(c *psConn) {
 	if c.dead {
 		return
 	}
@@ -33,7 +33,7 @@ func (n *Notifier) dropLocked(c *psConn) {
 // loseLocked marks a sharded channel unsubscribed: its waiters re-read and
 // poll, and the resubscriber subscribes it again on its current owner while
 // it has waiters; call with n.mu held.
-func (n *Notifier) loseLocked(channel string, st *channelState) {
+func (n *hub) loseLocked(channel string, st *channelState) {
 	st.release(errPubSubLost)
 	st.conn, st.lastSub = nil, nil
 	if len(st.waiters) == 0 {
@@ -54,7 +54,7 @@ func (n *Notifier) loseLocked(channel string, st *channelState) {
 
 // resubscriber subscribes lost sharded channels again on their current
 // masters, with backoff while the cluster is failing over or resharding.
-func (n *Notifier) resubscriber() {
+func (n *hub) resubscriber() {
 	defer n.bg.Done()
 	failures := 0
 	for {
@@ -108,7 +108,7 @@ func (n *Notifier) resubscriber() {
 // resubscribe queues the subscription of one lost channel on its current
 // master and returns it (nil: the channel is no longer lost). Nobody else
 // waits on it: the waiters poll meanwhile.
-func (n *Notifier) resubscribe(ctx context.Context, channel string) (*subOp, error) {
+func (n *hub) resubscribe(ctx context.Context, channel string) (*subOp, error) {
 	node, err := n.cluster.MasterForKey(ctx, channel)
 	n.mu.Lock()
 	defer n.mu.Unlock()

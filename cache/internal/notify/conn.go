@@ -51,7 +51,7 @@ func (p *psConn) unsub(ctx context.Context, channel string) error {
 
 // connLocked returns the connection for node (nil: the plain one), making
 // it and its receiver on first use; call with n.mu held.
-func (n *Notifier) connLocked(node *redis.Client) *psConn {
+func (n *hub) connLocked(node *redis.Client) *psConn {
 	addr := ""
 	if node != nil {
 		addr = node.Options().Addr
@@ -72,7 +72,7 @@ func (n *Notifier) connLocked(node *redis.Client) *psConn {
 }
 
 // receive reads one pub/sub connection until it is closed or dropped.
-func (n *Notifier) receive(c *psConn) {
+func (n *hub) receive(c *psConn) {
 	defer n.wire.Done()
 	ctx := context.Background()
 	failures := 0
@@ -115,11 +115,23 @@ func (n *Notifier) receive(c *psConn) {
 	}
 }
 
-func (n *Notifier) confirm(c *psConn, kind, channel string) {
+func (n *hub) confirm(c *psConn, kind, channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.handlers[channel] != nil && n.OnListening != nil {
-		n.OnListening()
+	if kind == "subscribe" {
+		// Only a SUBSCRIBE's confirmation: an UNSUBSCRIBE's, of a channel
+		// a share left while another began listening on it, comes before
+		// the SUBSCRIBE that makes the newcomer listen.
+		for m := range n.handlers[channel] {
+			if m.OnListening != nil {
+				m.OnListening()
+			}
+		}
+	}
+	if !c.sharded() && kind == "unsubscribe" {
+		// A later SUBSCRIBE of it on this socket (another share listening
+		// on it anew) is not go-redis resubscribing (see resubscribed).
+		delete(c.heard, channel)
 	}
 	st := n.chans[channel]
 	if st == nil || st.conn != c {
@@ -148,12 +160,12 @@ func (n *Notifier) confirm(c *psConn, kind, channel string) {
 // moves on, so that no heartbeat of the old socket vouches for the marks
 // (heartbeat.go), and OnReset forgets what the lost announcements may
 // have made stale.
-func (n *Notifier) resubscribed(c *psConn, kind, channel string) {
+func (n *hub) resubscribed(c *psConn, kind, channel string) {
 	if c.sharded() || (kind != "subscribe" && kind != "psubscribe") {
 		return
 	}
 	n.mu.Lock()
-	if n.handlers[channel] == nil {
+	if len(n.handlers[channel]) == 0 {
 		n.mu.Unlock()
 		return
 	}
@@ -170,21 +182,42 @@ func (n *Notifier) resubscribed(c *psConn, kind, channel string) {
 	n.mu.Unlock()
 	if again {
 		n.session.Add(1)
-		if n.OnReset != nil {
-			n.OnReset()
+		n.runResets()
+	}
+}
+
+// runResets runs every share's OnReset, off n.mu.
+func (n *hub) runResets() {
+	n.mu.Lock()
+	var fns []func()
+	for m := range n.members {
+		if m.OnReset != nil {
+			fns = append(fns, m.OnReset)
 		}
+	}
+	n.mu.Unlock()
+	for _, fn := range fns {
+		fn()
 	}
 }
 
 // wake hands a notification received on c to its channel's waiters; one
 // from a connection the channel has left (its slot moved) was published
 // before the subscription that replaced it, and is dropped.
-func (n *Notifier) wake(c *psConn, channel, payload string) {
+func (n *hub) wake(c *psConn, channel, payload string) {
 	n.mu.Lock()
-	handler := n.handlers[channel]
+	var buf [4]func(string)
+	fns := buf[:0]
+	for _, fn := range n.handlers[channel] {
+		fns = append(fns, fn)
+	}
 	n.mu.Unlock()
-	if handler != nil {
-		handler(payload)
+	if len(fns) > 0 {
+		// Every share listening on the channel hears it (two caches of
+		// one namespace on one client).
+		for _, fn := range fns {
+			fn(payload)
+		}
 		return
 	}
 	n.mu.Lock()
@@ -199,11 +232,9 @@ func (n *Notifier) wake(c *psConn, channel, payload string) {
 // confirmations in flight are lost, and a fill may have been missed, so
 // every waiter is released and woken to re-read (polling covers the gap
 // until go-redis has resubscribed).
-func (n *Notifier) reset(c *psConn) {
+func (n *hub) reset(c *psConn) {
 	n.session.Add(1) // first: see heartbeat.go
-	if n.OnReset != nil {
-		n.OnReset()
-	}
+	n.runResets()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c.releaseBarriersLocked(errPubSubLost)
@@ -229,7 +260,7 @@ var resubscribed = func() *subOp { op := newSubOp(); op.settle(nil); return op }
 
 // closeConn closes c's PubSub on a goroutine of its own: go-redis holds
 // the PubSub's lock through a handshake, and Close takes it.
-func (n *Notifier) closeConn(c *psConn) {
+func (n *hub) closeConn(c *psConn) {
 	n.wire.Add(1)
 	go func() {
 		defer n.wire.Done()

@@ -38,6 +38,9 @@ type subOp struct {
 	// sent may be shared: Redis may have answered a sent one before a
 	// notification published after the new waiter's own read began.
 	sent bool
+	// opens are the shares whose Listen waits on it: their OnListening
+	// runs when it is answered (under n.mu).
+	opens []*Notifier
 }
 
 func newSubOp() *subOp {
@@ -104,7 +107,7 @@ func (st *channelState) release(err error) {
 
 // tidyLocked forgets channel's state once nothing refers to it; call with
 // n.mu held.
-func (n *Notifier) tidyLocked(channel string, st *channelState) {
+func (n *hub) tidyLocked(channel string, st *channelState) {
 	if len(st.waiters) == 0 && st.unsubs == 0 && st.lastSub == nil {
 		delete(n.chans, channel)
 	}
@@ -117,7 +120,7 @@ func (n *Notifier) tidyLocked(channel string, st *channelState) {
 // Confirmations are not matched to the (S)SUBSCRIBE itself: go-redis
 // resubscribes on its own after a reconnect, and those confirmations look
 // the same. The PONG of a PING with a payload of its own cannot be mistaken.
-func (n *Notifier) sendLocked(channel string, st *channelState, node *redis.Client) *subOp {
+func (n *hub) sendLocked(channel string, st *channelState, node *redis.Client) *subOp {
 	conn := n.connLocked(node)
 	if st.conn != conn {
 		st.unsubs = 0 // those were queued on another connection
@@ -131,7 +134,7 @@ func (n *Notifier) sendLocked(channel string, st *channelState, node *redis.Clie
 
 // barrierLocked queues a PING on conn and returns the barrier its answer
 // confirms; call with n.mu held.
-func (n *Notifier) barrierLocked(conn *psConn) *subOp {
+func (n *hub) barrierLocked(conn *psConn) *subOp {
 	n.barrierSeq++
 	id := "stampede-barrier-" + strconv.FormatUint(n.barrierSeq, 10)
 	op := newSubOp()
@@ -144,11 +147,20 @@ func (n *Notifier) barrierLocked(conn *psConn) *subOp {
 }
 
 // pong confirms the barrier a PING answer names.
-func (n *Notifier) pong(c *psConn, payload string) {
+func (n *hub) pong(c *psConn, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if op := c.barriers[payload]; op != nil {
 		delete(c.barriers, payload)
+		// A share that joined a subscription made already listens from
+		// here: every message received from now on goes to its handler,
+		// and those published before Redis processed the PING came first.
+		// Before the gate opens, so that its Listen returns after.
+		for _, m := range op.opens {
+			if !m.gone && m.OnListening != nil {
+				m.OnListening()
+			}
+		}
 		op.settle(nil)
 	}
 }

@@ -4,11 +4,36 @@
 // It speaks channels and payloads only; what a payload means is the
 // caller's business.
 //
-// The files split its jobs: this one holds the Notifier and its API
-// (subscribe, listen, close); gate.go the channel states and the barriers
-// that open a waiter to notifications; outbox.go the ordered sending of
-// commands off the lock; conn.go a connection's receiver and what a break
-// does; cluster.go the sharded channels that must move when a slot does.
+// # One hub per client
+//
+// Every cache built on the same go-redis client (the same
+// [redis.UniversalClient] value) shares one hub: one plain pub/sub
+// connection (one sharded one per master on a Cluster) and one heartbeat,
+// however many caches use the client (issue 38: what a process costs Redis
+// must not grow with its number of caches). Each cache holds a [Notifier],
+// its share of the hub: its waiters, its permanent subscriptions (Listen)
+// and their handlers, its OnReset and OnListening, its heartbeat callback
+// and that callback's clock. [New] takes a share, reference-counted by
+// client; the Close of the last one closes the hub, its connections and
+// its goroutines. Closing one share frees its waiters (their channels are
+// unsubscribed when no other share's waiter is left on them) and forgets
+// its handlers; the other shares' waiters, handlers and heartbeat go on
+// undisturbed.
+//
+// Two shares may listen on the same channel (two caches of one namespace
+// on one client): the channel is subscribed once and every share's
+// handler gets each message. A share that listens on a channel the hub
+// subscribed already is listening once a barrier PING queued behind its
+// handler's registration is answered (Redis answers it after every
+// message published before it processed the PING; every message received
+// after the registration goes to the handler).
+//
+// The files split its jobs: this one holds the Notifier, the hub and their
+// API (subscribe, listen, close); gate.go the channel states and the
+// barriers that open a waiter to notifications; outbox.go the ordered
+// sending of commands off the lock; conn.go a connection's receiver and
+// what a break does; cluster.go the sharded channels that must move when
+// a slot does; heartbeat.go the heartbeat and what its answers vouch for.
 package notify
 
 import (
@@ -20,13 +45,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Notifier owns the pub/sub connections of one cache and fans fill
-// notifications out to the local waiters of each key. A key's channel is
-// subscribed while it has waiters, and a waiter is told "ready" only once
-// Redis answered a PING queued behind its subscription (its gate), so a
-// fill published after that cannot be missed by the waiter's next read,
-// and a notification received before it, possibly published before that
-// read, never answers it.
+// Notifier is one cache's share of its client's hub: the pub/sub
+// connections fan fill notifications out to the local waiters of each
+// key. A key's channel is subscribed while it has waiters (of any share),
+// and a waiter is told "ready" only once Redis answered a PING queued
+// behind its subscription (its gate), so a fill published after that
+// cannot be missed by the waiter's next read, and a notification received
+// before it, possibly published before that read, never answers it.
 //
 // On a single Redis (or behind Sentinel) every channel shares one plain
 // SUBSCRIBE connection, which go-redis reconnects and resubscribes. On a
@@ -42,14 +67,46 @@ import (
 // OnReset and OnListening are set, if at all, before the first Subscribe
 // or Listen.
 type Notifier struct {
+	*hub
+	// gone: Close ran (under hub.mu); done is closed then.
+	gone bool
+	done chan struct{}
+	// closedErr is what a Subscribe or Listen returns once Close ran.
+	closedErr error
+	// waiters are this share's registrations, Listen's included (under
+	// hub.mu), which its Close frees.
+	waiters map[*Waiter]struct{}
+	// listens are the channels this share listens on (under hub.mu).
+	listens []string
+	// beat is this share's heartbeat callback; nil: none (heartbeat.go).
+	beat *beatReg
+	// OnReset runs after the plain connection broke: notifications may
+	// have been missed.
+	OnReset func()
+	// OnListening runs when Redis confirms a permanent subscription of
+	// this share, at first and after every reconnect, or when this share
+	// began listening on a channel that was subscribed already (see the
+	// package doc); it may run more than once for one subscription.
+	OnListening func()
+}
+
+// hub owns the pub/sub connections of one client, shared by its
+// Notifiers.
+type hub struct {
 	rdb redis.UniversalClient
 	// cluster is rdb when it is a Cluster client: per-key channels are sharded.
 	cluster *redis.ClusterClient
+	// refs counts the shares, under hubs' lock.
+	refs int
 
-	mu       sync.Mutex
-	conns    map[string]*psConn // "" is the plain connection; others by master address
-	chans    map[string]*channelState
-	handlers map[string]func(payload string) // permanent subscriptions (L1 invalidation)
+	mu    sync.Mutex
+	conns map[string]*psConn // "" is the plain connection; others by master address
+	chans map[string]*channelState
+	// handlers are the permanent subscriptions (L1 invalidation), by
+	// channel, with each listening share's handler.
+	handlers map[string]map[*Notifier]func(payload string)
+	// members are the shares not closed.
+	members map[*Notifier]struct{}
 	// lost are sharded channels with waiters that must be subscribed again
 	// on the master that owns them now.
 	lost        map[string]struct{}
@@ -58,32 +115,29 @@ type Notifier struct {
 	barrierSeq  uint64 // names the barriers' and heartbeats' PINGs
 	// session counts the breaks of the plain connection seen (Session).
 	session atomic.Uint64
-	// beatClock and beatFn are the heartbeat's (heartbeat.go); nil: none.
-	beatClock func() int64
-	beatFn    func(session uint64, sent int64)
+	// beatStarted: the heartbeat's goroutine runs (heartbeat.go).
+	beatStarted bool
 	// beatWanted: a Want since the heartbeat's last PING; beating: the
 	// heartbeat runs; beatWake starts a stopped one (heartbeat.go).
 	beatWanted atomic.Bool
 	beating    atomic.Bool
 	beatWake   chan struct{}
-	// OnReset runs after the plain connection broke: notifications may
-	// have been missed.
-	OnReset func()
-	// OnListening runs when Redis confirms a permanent subscription, at
-	// first and after every reconnect.
-	OnListening func()
-	closed      bool
-	// closedErr is what a Subscribe or Listen returns once Close ran.
-	closedErr error
-	life      context.Context // cancelled by close
-	end       context.CancelFunc
-	bg        sync.WaitGroup // the resubscriber
+	closed     bool
+	life       context.Context // cancelled by close
+	end        context.CancelFunc
+	bg         sync.WaitGroup // the resubscriber and the heartbeat
 	// wire are the goroutines that call into go-redis' PubSub: receivers,
 	// senders and closers. close waits for them at most closeGrace, as one
 	// of them may be inside a connection's handshake, which nothing can cut
 	// short: it ends within go-redis' own DialTimeout and ReadTimeout.
 	wire sync.WaitGroup
 }
+
+// hubs are the clients' hubs, while a Notifier uses them.
+var hubs = struct {
+	sync.Mutex
+	m map[redis.UniversalClient]*hub
+}{m: map[redis.UniversalClient]*hub{}}
 
 // closeGrace bounds how long close waits for the goroutines that call into
 // go-redis. They end in microseconds unless one is in a handshake with a
@@ -118,17 +172,34 @@ func (w *Waiter) Take() string {
 	return p
 }
 
-// New returns a Notifier on rdb's connections. Once closed, its Subscribe
-// and Listen return closed (the cache's own ErrClosed), and so does a
-// subscription that Close interrupted.
+// New returns a share of rdb's hub, making the hub for the first share.
+// Once closed, its Subscribe and Listen return closed (the cache's own
+// ErrClosed), and so does a subscription that Close interrupted.
 func New(rdb redis.UniversalClient, closed error) *Notifier {
+	hubs.Lock()
+	defer hubs.Unlock()
+	h := hubs.m[rdb]
+	if h == nil {
+		h = newHub(rdb)
+		hubs.m[rdb] = h
+	}
+	h.refs++
+	n := &Notifier{hub: h, done: make(chan struct{}), closedErr: closed, waiters: make(map[*Waiter]struct{})}
+	h.mu.Lock()
+	h.members[n] = struct{}{}
+	h.mu.Unlock()
+	return n
+}
+
+func newHub(rdb redis.UniversalClient) *hub {
 	cc, _ := rdb.(*redis.ClusterClient)
 	life, end := context.WithCancel(context.Background())
-	return &Notifier{
+	return &hub{
 		rdb: rdb, cluster: cc,
 		conns: make(map[string]*psConn), chans: make(map[string]*channelState),
+		handlers: make(map[string]map[*Notifier]func(string)), members: make(map[*Notifier]struct{}),
 		lost: make(map[string]struct{}), kick: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
-		closedErr: closed, life: life, end: end,
+		life: life, end: end,
 	}
 }
 
@@ -141,10 +212,12 @@ func (n *Notifier) Sharded() bool { return n.cluster != nil }
 // registered (it may yet be woken) and must be closed; callers fall back to
 // polling.
 func (n *Notifier) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
-	return n.join(ctx, channel, n.Sharded())
+	return n.join(ctx, channel, n.Sharded(), false)
 }
 
-func (n *Notifier) join(ctx context.Context, channel string, sharded bool) (*Waiter, error) {
+// join registers a waiter of n on channel and waits for its gate; a
+// listening join runs n's OnListening when its gate opens.
+func (n *Notifier) join(ctx context.Context, channel string, sharded, listening bool) (*Waiter, error) {
 	w := &Waiter{n: n, channel: channel, C: make(chan struct{}, 1)}
 	var node *redis.Client
 	var lookupErr error
@@ -152,7 +225,7 @@ func (n *Notifier) join(ctx context.Context, channel string, sharded bool) (*Wai
 		node, lookupErr = n.cluster.MasterForKey(ctx, channel)
 	}
 	n.mu.Lock()
-	if n.closed {
+	if n.closed || n.gone {
 		n.mu.Unlock()
 		return w, n.closedErr
 	}
@@ -162,6 +235,7 @@ func (n *Notifier) join(ctx context.Context, channel string, sharded bool) (*Wai
 		n.chans[channel] = st
 	}
 	st.waiters[w] = struct{}{}
+	n.waiters[w] = struct{}{}
 	op := st.lastSub
 	switch {
 	case op != nil && !op.settled() && !op.sent:
@@ -180,6 +254,9 @@ func (n *Notifier) join(ctx context.Context, channel string, sharded bool) (*Wai
 	default:
 		op = n.sendLocked(channel, st, node)
 	}
+	if listening {
+		op.opens = append(op.opens, n)
+	}
 	w.gate = op
 	n.mu.Unlock()
 	// The commands go out on the connection's sender (outbox.go), never
@@ -187,24 +264,38 @@ func (n *Notifier) join(ctx context.Context, channel string, sharded bool) (*Wai
 	// against a Redis that does not answer lasts go-redis' own timeouts.
 	select {
 	case <-op.ready:
+		select {
+		case <-n.done:
+			return w, n.closedErr
+		default:
+		}
 		return w, op.err
+	case <-n.done:
+		return w, n.closedErr
 	case <-ctx.Done():
 		return w, context.Cause(ctx)
 	}
 }
 
-// Listen subscribes to a plain channel for good and calls fn with every
-// message's payload, on the receiving goroutine. It waits, bounded by ctx,
-// for Redis to confirm. The L1 invalidation channel is plain even on a
-// Cluster: one PUBLISH reaches every node's subscribers.
+// Listen subscribes to a plain channel for good (until Close) and calls
+// fn with every message's payload, on the receiving goroutine. It waits,
+// bounded by ctx, for Redis to confirm. The L1 invalidation channel is
+// plain even on a Cluster: one PUBLISH reaches every node's subscribers.
 func (n *Notifier) Listen(ctx context.Context, channel string, fn func(payload string)) error {
 	n.mu.Lock()
-	if n.handlers == nil {
-		n.handlers = make(map[string]func(string))
+	if n.closed || n.gone {
+		n.mu.Unlock()
+		return n.closedErr
 	}
-	n.handlers[channel] = fn
+	fns := n.handlers[channel]
+	if fns == nil {
+		fns = make(map[*Notifier]func(string))
+		n.handlers[channel] = fns
+	}
+	fns[n] = fn
+	n.listens = append(n.listens, channel)
 	n.mu.Unlock()
-	_, err := n.join(ctx, channel, false) // a waiter that is never closed
+	_, err := n.join(ctx, channel, false, true) // a waiter that Close frees
 	return err
 }
 
@@ -214,9 +305,19 @@ func (w *Waiter) Close() {
 	n := w.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.leaveLocked(w)
+}
+
+// leaveLocked ends w's registration, unsubscribing its channel once no
+// waiter is left on it; call with n.mu held.
+func (n *hub) leaveLocked(w *Waiter) {
+	delete(w.n.waiters, w)
 	st := n.chans[w.channel]
 	if st == nil {
 		return
+	}
+	if _, ok := st.waiters[w]; !ok {
+		return // left already (its share closed)
 	}
 	delete(st.waiters, w)
 	if len(st.waiters) > 0 {
@@ -231,37 +332,92 @@ func (w *Waiter) Close() {
 	n.tidyLocked(w.channel, st)
 }
 
-// Subscriptions returns the number of channels with state: those with
-// waiters, and those whose unsubscribe Redis has not confirmed yet. The
-// cache's tests read it to see that subscriptions are released.
+// Subscriptions returns the number of channels with state in the client's
+// hub (every share's): those with waiters, and those whose unsubscribe
+// Redis has not confirmed yet. The cache's tests read it to see that
+// subscriptions are released.
 func (n *Notifier) Subscriptions() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return len(n.chans)
 }
 
-// Close stops the receivers, the senders and the resubscriber, frees every
-// waiter and closes the connections. It waits at most closeGrace for those
-// caught in a handshake with a Redis that does not answer.
+// Close ends this share: a Subscribe or Listen in progress returns
+// closedErr, every waiter of the share is woken (to re-read) and freed,
+// its handlers are forgotten and its heartbeat callback is not called
+// again; a channel none of the other shares waits on is unsubscribed. The
+// last share's Close also closes the hub: it stops the receivers, the
+// senders, the resubscriber and the heartbeat and closes the connections,
+// waiting at most closeGrace for those caught in a handshake with a Redis
+// that does not answer.
 func (n *Notifier) Close() error {
+	n.mu.Lock()
+	if n.gone {
+		n.mu.Unlock()
+		return nil
+	}
+	n.gone = true
+	close(n.done)
+	delete(n.members, n)
+	for _, ch := range n.listens {
+		if fns := n.handlers[ch]; fns != nil {
+			delete(fns, n)
+			if len(fns) == 0 {
+				delete(n.handlers, ch)
+			}
+		}
+	}
+	for w := range n.waiters {
+		if st := n.chans[w.channel]; st != nil {
+			if _, ok := st.waiters[w]; ok {
+				w.last = ""
+				select {
+				case w.C <- struct{}{}:
+				default:
+				}
+			}
+		}
+		n.leaveLocked(w)
+	}
+	n.mu.Unlock()
+	hubs.Lock()
+	h := n.hub
+	last := false
+	if h.refs--; h.refs <= 0 {
+		last = true
+		if hubs.m[h.rdb] == h {
+			delete(hubs.m, h.rdb)
+		}
+	}
+	hubs.Unlock()
+	if last {
+		h.close()
+	}
+	return nil
+}
+
+// close stops the receivers, the senders, the resubscriber and the
+// heartbeat, frees every waiter and closes the connections. It waits at
+// most closeGrace for those caught in a handshake with a Redis that does
+// not answer.
+func (n *hub) close() {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		return nil
+		return
 	}
 	n.closed = true
 	n.end()
 	for _, c := range n.conns {
-		c.releaseBarriersLocked(n.closedErr) // a sender drops its outbox once it sees closed
+		c.releaseBarriersLocked(errPubSubLost) // a sender drops its outbox once it sees closed
 		n.closeConn(c)
 	}
 	for _, st := range n.chans {
-		st.release(n.closedErr)
+		st.release(errPubSubLost)
 	}
 	n.mu.Unlock()
 	n.bg.Wait()
 	_ = waitAtMost(&n.wire, closeGrace)
-	return nil
 }
 
 // waitAtMost waits for wg, at most d, and reports whether wg finished.

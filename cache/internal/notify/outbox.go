@@ -36,7 +36,7 @@ type sendReq struct {
 
 // enqueueLocked queues req on c, starting c's sender when none runs; call
 // with n.mu held.
-func (n *Notifier) enqueueLocked(c *psConn, req sendReq) {
+func (n *hub) enqueueLocked(c *psConn, req sendReq) {
 	c.outbox = append(c.outbox, req)
 	if !c.sending {
 		c.sending = true
@@ -47,7 +47,7 @@ func (n *Notifier) enqueueLocked(c *psConn, req sendReq) {
 
 // sendQueued sends c's queued commands in order until none is left, or the
 // notifier closes, or c is dropped (whose commands were failed then).
-func (n *Notifier) sendQueued(c *psConn) {
+func (n *hub) sendQueued(c *psConn) {
 	defer n.wire.Done()
 	for {
 		n.mu.Lock()
@@ -62,8 +62,9 @@ func (n *Notifier) sendQueued(c *psConn) {
 		if req.op != nil {
 			req.op.sent = true
 		}
-		if req.kind == sendBeat {
-			n.takeBeatLocked(c, req.name)
+		if req.kind == sendBeat && !n.takeBeatLocked(c, req.name) {
+			n.mu.Unlock()
+			continue // it would vouch for no share (any more)
 		}
 		n.mu.Unlock()
 		if err := c.send(n.life, req); err != nil {
@@ -97,7 +98,7 @@ func (c *psConn) send(ctx context.Context, req sendReq) error {
 // way on it, may be gone without the receiver ever seeing it break.
 // go-redis keeps the channels it was asked for and subscribes them again on
 // its next socket.
-func (n *Notifier) sendFailedLocked(c *psConn, req sendReq, err error) (reset bool) {
+func (n *hub) sendFailedLocked(c *psConn, req sendReq, err error) (reset bool) {
 	if req.op != nil {
 		defer req.op.settle(err) // a no-op when close or a drop settled it already
 	}

@@ -124,8 +124,9 @@ func New(rdb redis.UniversalClient, cfg Config, h Hooks) *Store {
 	return s
 }
 
-// Notifier is the store's pub/sub: the waiters' channels and the
-// invalidation channel.
+// Notifier is the store's pub/sub: its share of its client's hub (one
+// connection and one heartbeat for every store on the client), with the
+// waiters' channels and the invalidation channel.
 func (s *Store) Notifier() *notify.Notifier { return s.notify }
 
 // Budget is what a step may cost.
