@@ -246,16 +246,7 @@ func runFaults(ctx context.Context, cfg config, admin *redis.Client, base *redis
 	elapsed := make([]time.Duration, n)
 	originCalls := make([]int64, n)
 	events := make([]map[string]int64, n)
-	wait := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
+	wait := func(d time.Duration) bool { return sleepCtx(ctx, d) == nil }
 	for i, fp := range faultPhases {
 		if !wait(cfg.faultSettle) {
 			break
