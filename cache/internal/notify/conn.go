@@ -118,10 +118,13 @@ func (n *hub) receive(c *psConn) {
 func (n *hub) confirm(c *psConn, kind, channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if kind == "subscribe" {
+	st := n.chans[channel]
+	if kind == "subscribe" && (st == nil || st.conn != c || st.unsubs == 0) {
 		// Only a SUBSCRIBE's confirmation: an UNSUBSCRIBE's, of a channel
 		// a share left while another began listening on it, comes before
-		// the SUBSCRIBE that makes the newcomer listen.
+		// the SUBSCRIBE that makes the newcomer listen. Nor the
+		// confirmation of a SUBSCRIBE that an UNSUBSCRIBE queued after it
+		// undoes (the leaver's own): the newcomer's follows that.
 		for m := range n.handlers[channel] {
 			if m.OnListening != nil {
 				m.OnListening()
@@ -133,7 +136,6 @@ func (n *hub) confirm(c *psConn, kind, channel string) {
 		// on it anew) is not go-redis resubscribing (see resubscribed).
 		delete(c.heard, channel)
 	}
-	st := n.chans[channel]
 	if st == nil || st.conn != c {
 		return
 	}
