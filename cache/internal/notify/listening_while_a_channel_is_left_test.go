@@ -166,3 +166,72 @@ func TestHeartbeatDoesNotVouchForAShareAcrossALeaversUnsubscribe(t *testing.T) {
 		t.Fatalf("b was vouched for by a beat answered before its SUBSCRIBE took effect (%d beats), then by one sent at %d, after an announcement published at %d that its handler never heard: a marks read covered by the first trusts a mark the lost announcement raised", coveredBefore, last, published)
 	}
 }
+
+// A break of the plain connection while the leaver's UNSUBSCRIBE is still
+// queued: go-redis resubscribes the channel on its new socket (the
+// UNSUBSCRIBE has not reached it), and that confirmation, read while the
+// newcomer is registered, is undone by the UNSUBSCRIBE still to be sent.
+func TestListeningIsNotOpenedByAResubscribeALeaverUndoes(t *testing.T) {
+	rdb := redistest.Client(t)
+	pub := redistest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	prefix := redistest.Prefix(t)
+	ch, keepCh := prefix+":inv", prefix+":keep"
+	keep, a, b := newNotifier(rdb), newNotifier(rdb), newNotifier(rdb)
+	defer keep.Close()
+	defer b.Close()
+	defer a.Close()
+	var keepHeard atomic.Int64
+	if err := keep.Listen(ctx, keepCh, func(string) { keepHeard.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Listen(ctx, ch, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now()
+	var beatsB beats
+	b.Heartbeat(time.Hour, 1, func() int64 { return int64(time.Since(base)) }, beatsB.fn)
+	keep.mu.Lock()
+	c := keep.conns[""]
+	keep.mu.Unlock()
+	thaw := sync.OnceFunc(freezeSender(t, keep, c))
+	defer thaw()
+	_ = a.Close() // its UNSUBSCRIBE queued, not sent
+	session := keep.Session()
+	killPubSub(redistest.Addr(t))()
+	waitFor(t, "the break seen", func() bool { return keep.Session() != session })
+	var listening atomic.Int64
+	b.OnListening = func() { listening.Add(1) }
+	listened := make(chan error, 1)
+	go func() { listened <- b.Listen(ctx, ch, func(string) {}) }()
+	waitFor(t, "b's SUBSCRIBE queued", func() bool { return outboxLen(keep, c) == 3 })
+	keep.mu.Lock()
+	if c.outbox[0].kind != sendUnsubscribe || c.outbox[1].kind != sendSubscribe {
+		keep.mu.Unlock()
+		t.Fatalf("outbox: %+v, want a's UNSUBSCRIBE then b's SUBSCRIBE", c.outbox)
+	}
+	keep.mu.Unlock()
+	// go-redis resubscribes both channels on the receiver's next Receive;
+	// a message on keep's channel read after them shows they were handled.
+	waitFor(t, "the resubscription of the channel", func() bool {
+		keep.mu.Lock()
+		defer keep.mu.Unlock()
+		return c.heard[ch] && c.heard[keepCh]
+	})
+	if err := pub.Publish(ctx, keepCh, "after").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "keep's message after the resubscription", func() bool { return keepHeard.Load() > 0 })
+	keep.mu.Lock()
+	vouched := keep.hub.vouchableLocked(b, c)
+	keep.mu.Unlock()
+	if n := listening.Load(); n != 0 || vouched {
+		t.Errorf("with a's UNSUBSCRIBE still to be sent: b's OnListening ran %d times, a beat would vouch for b: %v", n, vouched)
+	}
+	thaw()
+	if err := <-listened; err != nil {
+		t.Logf("b's Listen: %v (its gate was queued before the break)", err)
+	}
+	waitFor(t, "b listening after its own SUBSCRIBE", func() bool { return listening.Load() > 0 })
+}
