@@ -242,11 +242,20 @@ func (n *hub) reset(c *psConn) {
 	c.releaseBarriersLocked(errPubSubLost)
 	clear(c.beats) // their answers, if any come, are on a new socket
 	clear(c.heard) // the new socket's confirmations are its first
+	// The UNSUBSCRIBEs still queued will go out on the new socket, after
+	// go-redis resubscribed their channels: they still undo a subscription.
+	queued := make(map[string]int)
+	for _, req := range c.outbox {
+		if req.kind == sendUnsubscribe {
+			queued[req.name]++
+		}
+	}
 	for ch, st := range n.chans {
 		if st.conn != c {
 			continue
 		}
 		st.release(errPubSubLost)
+		st.unsubs = queued[ch]
 		if st.lastSub != nil {
 			st.lastSub = resubscribed
 		}
