@@ -180,6 +180,17 @@ func (n *hub) resubscribed(c *psConn, kind, channel string) {
 		clear(c.heard)
 		c.heard[channel] = true
 		clear(c.beats)
+		// The channels go-redis resubscribed on the new socket and whose
+		// confirmations came before this one are no longer known as heard,
+		// and no confirmation of theirs will come again: a PING behind the
+		// resubscription (go-redis sends it first on a new socket) is
+		// answered after all of them, and hears them then (pong).
+		op := n.barrierLocked(c)
+		for ch, fns := range n.handlers {
+			if st := n.chans[ch]; st != nil && st.conn == c && st.lastSub != nil && st.unsubs == 0 && len(fns) > 0 {
+				op.heard = append(op.heard, ch)
+			}
+		}
 	}
 	n.mu.Unlock()
 	if again {
