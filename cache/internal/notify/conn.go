@@ -204,7 +204,7 @@ func (n *hub) runResets() {
 	n.mu.Lock()
 	var fns []func()
 	for m := range n.members {
-		if m.OnReset != nil {
+		if m.begun && m.OnReset != nil {
 			fns = append(fns, m.OnReset)
 		}
 	}
