@@ -118,10 +118,13 @@ func (n *hub) receive(c *psConn) {
 func (n *hub) confirm(c *psConn, kind, channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if kind == "subscribe" {
+	st := n.chans[channel]
+	if kind == "subscribe" && (st == nil || st.conn != c || st.unsubs == 0) {
 		// Only a SUBSCRIBE's confirmation: an UNSUBSCRIBE's, of a channel
 		// a share left while another began listening on it, comes before
-		// the SUBSCRIBE that makes the newcomer listen.
+		// the SUBSCRIBE that makes the newcomer listen. Nor the
+		// confirmation of a SUBSCRIBE that an UNSUBSCRIBE queued after it
+		// undoes (the leaver's own): the newcomer's follows that.
 		for m := range n.handlers[channel] {
 			if m.OnListening != nil {
 				m.OnListening()
@@ -133,7 +136,6 @@ func (n *hub) confirm(c *psConn, kind, channel string) {
 		// on it anew) is not go-redis resubscribing (see resubscribed).
 		delete(c.heard, channel)
 	}
-	st := n.chans[channel]
 	if st == nil || st.conn != c {
 		return
 	}
@@ -178,6 +180,17 @@ func (n *hub) resubscribed(c *psConn, kind, channel string) {
 		clear(c.heard)
 		c.heard[channel] = true
 		clear(c.beats)
+		// The channels go-redis resubscribed on the new socket and whose
+		// confirmations came before this one are no longer known as heard,
+		// and no confirmation of theirs will come again: a PING behind the
+		// resubscription (go-redis sends it first on a new socket) is
+		// answered after all of them, and hears them then (pong).
+		op := n.barrierLocked(c)
+		for ch, fns := range n.handlers {
+			if st := n.chans[ch]; st != nil && st.conn == c && st.lastSub != nil && st.unsubs == 0 && len(fns) > 0 {
+				op.heard = append(op.heard, ch)
+			}
+		}
 	}
 	n.mu.Unlock()
 	if again {
@@ -191,7 +204,7 @@ func (n *hub) runResets() {
 	n.mu.Lock()
 	var fns []func()
 	for m := range n.members {
-		if m.OnReset != nil {
+		if m.begun && m.OnReset != nil {
 			fns = append(fns, m.OnReset)
 		}
 	}
@@ -240,11 +253,20 @@ func (n *hub) reset(c *psConn) {
 	c.releaseBarriersLocked(errPubSubLost)
 	clear(c.beats) // their answers, if any come, are on a new socket
 	clear(c.heard) // the new socket's confirmations are its first
+	// The UNSUBSCRIBEs still queued will go out on the new socket, after
+	// go-redis resubscribed their channels: they still undo a subscription.
+	queued := make(map[string]int)
+	for _, req := range c.outbox {
+		if req.kind == sendUnsubscribe {
+			queued[req.name]++
+		}
+	}
 	for ch, st := range n.chans {
 		if st.conn != c {
 			continue
 		}
 		st.release(errPubSubLost)
+		st.unsubs = queued[ch]
 		if st.lastSub != nil {
 			st.lastSub = resubscribed
 		}

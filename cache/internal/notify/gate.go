@@ -41,6 +41,10 @@ type subOp struct {
 	// opens are the shares whose Listen waits on it: their OnListening
 	// runs when it is answered (under n.mu).
 	opens []*Notifier
+	// heard are the permanent subscriptions a silent redial's PING finds
+	// resubscribed on the new socket when it is answered (conn.go,
+	// resubscribed).
+	heard []string
 }
 
 func newSubOp() *subOp {
@@ -159,6 +163,18 @@ func (n *hub) pong(c *psConn, payload string) {
 		for _, m := range op.opens {
 			if !m.gone && m.OnListening != nil {
 				m.OnListening()
+			}
+		}
+		for _, ch := range op.heard {
+			st := n.chans[ch]
+			if st == nil || st.conn != c || st.lastSub == nil || st.unsubs > 0 || c.heard[ch] {
+				continue
+			}
+			c.heard[ch] = true
+			for m := range n.handlers[ch] {
+				if m.OnListening != nil {
+					m.OnListening()
+				}
 			}
 		}
 		op.settle(nil)

@@ -233,7 +233,7 @@ func (n *hub) vouchableLocked(m *Notifier, c *psConn) bool {
 		return false
 	}
 	for _, ch := range m.listens {
-		if st := n.chans[ch]; st == nil || st.conn != c || st.lastSub == nil || !c.heard[ch] {
+		if st := n.chans[ch]; st == nil || st.conn != c || st.lastSub == nil || st.unsubs > 0 || !c.heard[ch] {
 			return false
 		}
 	}

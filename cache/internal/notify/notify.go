@@ -78,6 +78,11 @@ type Notifier struct {
 	waiters map[*Waiter]struct{}
 	// listens are the channels this share listens on (under hub.mu).
 	listens []string
+	// begun: a Subscribe or Listen of this share took hub.mu (under
+	// hub.mu). Only then are its OnReset and OnListening read by the
+	// hub's goroutines: its cache sets them after New made it a member of
+	// a hub whose receiver may run already for the other shares.
+	begun bool
 	// beat is this share's heartbeat callback; nil: none (heartbeat.go).
 	beat *beatReg
 	// OnReset runs after the plain connection broke: notifications may
@@ -229,6 +234,7 @@ func (n *Notifier) join(ctx context.Context, channel string, sharded, listening 
 		n.mu.Unlock()
 		return w, n.closedErr
 	}
+	n.begun = true
 	st := n.chans[channel]
 	if st == nil {
 		st = &channelState{waiters: make(map[*Waiter]struct{})}
