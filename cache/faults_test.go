@@ -31,17 +31,10 @@ func proxiedWith(t *testing.T, n int, opts cache.Options) (*faultproxy.Proxy, []
 	ns := redistest.Prefix(t)
 	var caches []*cache.Cache[string]
 	for range n {
-		// The library's budget, not go-redis' read timeout, tells a
-		// partition: a 200 ms ReadTimeout on the socket failed a Set
-		// against a healthy Redis on a loaded machine (two CPU hogs beside
-		// the suite), where the budget, which follows the round trip and
-		// waits on while Redis answers, does not.
-		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = rdb.Close() })
 		opts.Namespace, opts.BreakerThreshold, opts.BreakerCooldown, opts.WaitTimeout = ns, 3, 20*time.Millisecond, 2*time.Second
-		if opts.RedisTimeout == 0 {
-			opts.RedisTimeout = 200 * time.Millisecond
-		}
 		if opts.L1Size == 0 {
 			opts.L1Size = -1
 		}
