@@ -23,9 +23,7 @@ func TestDegradedKeepsWhatItComputed(t *testing.T) {
 	clk := cache.NewClock()
 	clocked(clk, c)
 	ctx := context.Background()
-	if err := c.Set(ctx, "k", "in redis"); err != nil {
-		t.Fatal(err)
-	}
+	againWhileUnavailable(t, "Set before the outage", func() error { return c.Set(ctx, "k", "in redis") })
 	p.SetPartition(true)
 	waitBreaker(t, c, true)
 	var calls atomic.Int32
@@ -47,8 +45,8 @@ func TestDegradedKeepsWhatItComputed(t *testing.T) {
 	}
 	p.SetPartition(false)
 	waitBreaker(t, c, false)
-	if r, err := c.Fetch(ctx, "k", fn); err != nil || r.Value != "in redis" || r.Outcome != cache.Hit {
-		t.Fatalf("after the outage: %+v %v: Redis' value must win", r, err)
+	if r := fetchFromRedis(t, c, "k", fn); r.Value != "in redis" || r.Outcome != cache.Hit {
+		t.Fatalf("after the outage: %+v: Redis' value must win", r)
 	}
 }
 
@@ -108,13 +106,12 @@ func TestDegradedKeptValueNeverAnswersAfterSet(t *testing.T) {
 			}
 			p.SetPartition(false)
 			waitBreaker(t, c, false)
-			if op == "set" {
-				if err := c.Set(ctx, "k", "B"); err != nil {
-					t.Fatal(err)
+			againWhileUnavailable(t, op+" with Redis back", func() error {
+				if op == "set" {
+					return c.Set(ctx, "k", "B")
 				}
-			} else if err := c.Delete(ctx, "k"); err != nil {
-				t.Fatal(err)
-			}
+				return c.Delete(ctx, "k")
+			})
 			p.SetPartition(true) // a second blip, inside DegradedTTL (the clock stands still)
 			r, err = c.Fetch(bounded(t, 5*time.Second), "k", func(context.Context) (string, error) { return "C", nil })
 			if err == nil && r.Value == "A" {

@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -175,4 +176,40 @@ func TestFaultBatchFillRetried(t *testing.T) {
 	if err != nil || len(got) != 3 || len(o.calls) != 1 {
 		t.Fatalf("after the heal: %v %v, origin called %d times; %+v", got, err, len(o.calls), c.Stats())
 	}
+}
+
+// againWhileUnavailable calls op until it returns anything but an error
+// matching cache.ErrUnavailable, at most five times, and fails the test
+// otherwise. The fault tests' clients give up a read at 200 ms (that is how
+// they tell a partition), so a step against a healthy Redis on a loaded
+// machine, or on a connection the partition left hung, may fail; the docs
+// say such an error means "call again", as a user's code does.
+func againWhileUnavailable(t *testing.T, what string, op func() error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, cache.ErrUnavailable) || attempt == 5 {
+			t.Fatalf("%s, attempt %d: %v", what, attempt, err)
+		}
+	}
+}
+
+// fetchFromRedis fetches key on c, again while Redis does not answer the
+// call (Outcome Degraded), at most five times, and returns the first answer
+// Redis took part in.
+func fetchFromRedis(t *testing.T, c *cache.Cache[string], key string, fn func(context.Context) (string, error)) cache.Result[string] {
+	t.Helper()
+	var r cache.Result[string]
+	againWhileUnavailable(t, "Fetch("+key+") with Redis back", func() error {
+		var err error
+		r, err = c.Fetch(context.Background(), key, fn)
+		if err == nil && r.Outcome == cache.Degraded {
+			return fmt.Errorf("answered without Redis (%+v): %w", r, cache.ErrUnavailable)
+		}
+		return err
+	})
+	return r
 }

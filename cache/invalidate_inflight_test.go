@@ -169,15 +169,7 @@ func TestOwnInvalidationReachesADegradedCompute(t *testing.T) {
 			// A pooled connection the partition left hung may still cost the
 			// first invalidation its budget (ErrUnavailable): as documented,
 			// the caller calls it again (bounded).
-			for attempt := 1; ; attempt++ {
-				err := b.InvalidateTags(ctx, "t")
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, cache.ErrUnavailable) || attempt == 5 {
-					t.Fatalf("InvalidateTags after the partition healed, attempt %d: %v", attempt, err)
-				}
-			}
+			againWhileUnavailable(t, "InvalidateTags after the partition healed", func() error { return b.InvalidateTags(ctx, "t") })
 			var joined <-chan timed[fetched]
 			if first == "Fetch" {
 				joined = joinLoad(t, func() fetched {
