@@ -58,12 +58,15 @@ func TestObserverSeesEveryEvent(t *testing.T) {
 	ns := redistest.Prefix(t)
 	obs := &events{}
 	var logs syncBuf
-	opts := cache.Options{Namespace: ns, Observer: obs, Logger: slog.New(slog.NewTextHandler(&logs, nil)), LeaseTTL: 90 * time.Millisecond}
+	// The lease is extended every LeaseTTL/3 (200 ms) during the 400 ms
+	// compute, and lost only to a 600 ms silence: a loaded machine that
+	// delays one extension does not hand B the lease (it did at 90 ms).
+	opts := cache.Options{Namespace: ns, Observer: obs, Logger: slog.New(slog.NewTextHandler(&logs, nil)), LeaseTTL: 600 * time.Millisecond}
 	caches := replicas[string](t, 2, opts)
 	ctx := context.Background()
 
 	// A leads while B waits for it.
-	slow := &origin[string]{value: "v", started: make(chan struct{}, 1), delay: 200 * time.Millisecond}
+	slow := &origin[string]{value: "v", started: make(chan struct{}, 1), delay: 400 * time.Millisecond}
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = caches[0].Fetch(ctx, "k", slow.fn) }()
 	<-slow.started
@@ -82,7 +85,7 @@ func TestObserverSeesEveryEvent(t *testing.T) {
 		{"lease acquired", obs.count(cache.EventLeaseAcquired, func(e cache.Event) bool { return e.Key == "k" && e.Namespace == ns }), eq(1)},
 		{"lease busy", obs.count(cache.EventLeaseBusy, nil), atLeast(1)},
 		{"lease extended", obs.count(cache.EventLeaseExtended, nil), atLeast(1)},
-		{"compute", obs.count(cache.EventCompute, func(e cache.Event) bool { return e.Duration >= 200*time.Millisecond && e.Err == nil }), eq(1)},
+		{"compute", obs.count(cache.EventCompute, func(e cache.Event) bool { return e.Duration >= 400*time.Millisecond && e.Err == nil }), eq(1)},
 		{"wait ended by another replica's value", obs.count(cache.EventWait, outcome(cache.Waited)), eq(1)},
 		{"outcome miss", obs.count(cache.EventOutcome, outcome(cache.Miss)), eq(1)},
 		{"outcome waited", obs.count(cache.EventOutcome, outcome(cache.Waited)), eq(1)},
