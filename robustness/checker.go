@@ -62,6 +62,12 @@ type Coverage struct {
 	// overlap of any two replicas' computes (see checker.broken): there,
 	// every overlap is a violation.
 	Judged float64
+	// Recomputes counts the computes that began while a value of their
+	// key was certainly stored and fresh (see servedNotRecomputed), and
+	// RecomputesExcused those of them that a write, an invalidation, a
+	// cached not-found or a fault on the caller's replica excused: every
+	// other one is a violation.
+	Recomputes, RecomputesExcused int
 	// Unselected counts the requests of the joiners' route (opJoin) that
 	// joined a run of another principal's request and were answered by a
 	// handler run of their own (a bypass): each would have been a
@@ -104,6 +110,7 @@ func CheckCoverage(sc Scenario, h *History) ([]Violation, Coverage) {
 	c.writes()
 	c.monotonic()
 	c.freshness()
+	c.servedNotRecomputed()
 	if sc.oneCompute() {
 		c.oneCompute()
 	}

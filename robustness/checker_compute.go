@@ -170,7 +170,18 @@ func (c *checker) computeTags(a, b *Compute) []string {
 // writeDuring reports whether a Set, Delete or expiry of key, an
 // invalidation of one of tags, a Clear or a purge overlapped [from, to].
 func (c *checker) writeDuring(key string, tags []string, from, to time.Duration) bool {
+	return c.writeOf(key, tags, from, to, true, 0)
+}
+
+// writeOf is writeDuring, with the HTTP route's writes (a POST, a purge)
+// counted only when route is true (they reach the middleware's entries,
+// not the cache's), and the request except (a Set whose value is judged)
+// left out.
+func (c *checker) writeOf(key string, tags []string, from, to time.Duration, route bool, except int64) bool {
 	for _, o := range c.h.Ops {
+		if (!route && strings.HasPrefix(o.Req.Op, "http-")) || (except != 0 && o.Req.ID == except) {
+			continue
+		}
 		end := o.Return
 		if o.Unknown {
 			end = c.h.End

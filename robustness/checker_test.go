@@ -606,3 +606,107 @@ func TestCheckerNoDegradedWhileReachable(t *testing.T) {
 		})
 	}
 }
+
+// A call that finds a value of its key stored and fresh answers it: a
+// compute that begins while one is (seen in the store before the call,
+// within its TTL of its write) is a violation, unless a write of the key,
+// an invalidation of its tags or a fault on the caller's replica may have
+// undone it since.
+func TestCheckerServedNotRecomputed(t *testing.T) {
+	sc := testScenario
+	sc.Options.TTL = time.Second
+	// stored: c1 computed on r0 for its call (0–25), then read as a hit on
+	// r0 (r1 too, but in process-local mode).
+	stored := func(b *hb, tags ...string) {
+		o := b.op("r0", wire.OpGetOrCompute, "k0", 0, 25, val("c1", tags...))
+		b.computeFor(o, "c1", "k0", "r0", 5, 20, "ok")
+		hit := val("c1", tags...)
+		hit.Outcome = "hit"
+		b.op("r0", wire.OpFetch, "k0", 100, 105, hit)
+	}
+	recompute := func(b *hb, replica string, inv int) {
+		o := b.op(replica, wire.OpGetOrCompute, "k0", inv, inv+20, val("c2"))
+		b.computeFor(o, "c2", "k0", replica, inv+5, inv+15, "ok")
+	}
+	for _, tc := range []struct {
+		name      string
+		sc        func(*Scenario)
+		build     func(b *hb)
+		violation string
+	}{
+		{"computed again while a fresh value was stored", nil, func(b *hb) {
+			stored(b)
+			recompute(b, "r2", 300)
+		}, "fresh value served"},
+		{"computed again past its TTL", nil, func(b *hb) {
+			stored(b)
+			recompute(b, "r2", 1100)
+		}, ""},
+		{"a call that began before the value was seen in the store", nil, func(b *hb) {
+			stored(b)
+			recompute(b, "r2", 90)
+		}, ""},
+		{"after a Delete of the key", nil, func(b *hb) {
+			stored(b)
+			b.op("r1", wire.OpDelete, "k0", 200, 210, wire.Response{})
+			recompute(b, "r2", 300)
+		}, ""},
+		{"after an invalidation of its tag", nil, func(b *hb) {
+			stored(b, "g0")
+			b.op("r1", wire.OpInvalidateTags, "", 200, 300, wire.Response{}, tags("g0"))
+			recompute(b, "r2", 400)
+		}, ""},
+		{"an invalidation of another tag, or a purge of the HTTP route, excuses nothing", nil, func(b *hb) {
+			stored(b, "g0")
+			b.op("r1", wire.OpInvalidateTags, "", 200, 300, wire.Response{}, tags("g1"))
+			b.op("r1", wire.OpHTTPPurge, "", 200, 300, wire.Response{}, tags("rg0"))
+			recompute(b, "r2", 400)
+		}, "fresh value served"},
+		// c3's call began before c1 was seen in the store: it is not judged.
+		{"replaced by a value of a shorter TTL of its own, expired since", nil, func(b *hb) {
+			stored(b)
+			o := b.op("r1", wire.OpGetOrCompute, "k0", 90, 180, val("c3"), func(r *wire.Request) { r.Compute.TTL = 50 * time.Millisecond })
+			b.computeFor(o, "c3", "k0", "r1", 155, 170, "ok")
+			recompute(b, "r2", 300)
+		}, ""},
+		{"replaced by a cached not-found", nil, func(b *hb) {
+			stored(b)
+			o := b.op("r1", wire.OpGetOrCompute, "k0", 90, 180, wire.Response{Err: "not-found"})
+			b.computeFor(o, "c3", "k0", "r1", 155, 170, "not-found")
+			recompute(b, "r2", 300)
+		}, ""},
+		{"a partition of the caller's replica", nil, func(b *hb) {
+			stored(b)
+			b.h.Events = append(b.h.Events, Event{At: at(250), What: "partition: r2 partitioned"}, Event{At: at(280), What: "partition: healed", Heal: true})
+			recompute(b, "r2", 300)
+		}, ""},
+		{"a Set's value, stored when the Set returned", nil, func(b *hb) {
+			b.op("r0", wire.OpSet, "k0", 50, 60, wire.Response{})
+			recompute(b, "r2", 300)
+		}, "fresh value served"},
+		{"XFetch refreshes fresh values early by design", func(sc *Scenario) { sc.Options.Beta = 1 }, func(b *hb) {
+			stored(b)
+			recompute(b, "r2", 300)
+		}, ""},
+		{"process-local: another replica's store", func(sc *Scenario) { sc.Mode = "local" }, func(b *hb) {
+			stored(b)
+			recompute(b, "r1", 300)
+		}, ""},
+		{"process-local: the replica's own store", func(sc *Scenario) { sc.Mode = "local" }, func(b *hb) {
+			stored(b)
+			recompute(b, "r0", 300)
+		}, "fresh value served"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := sc
+			if tc.sc != nil {
+				tc.sc(&sc)
+			}
+			b := newHB()
+			tc.build(b)
+			if got := properties(Check(sc, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}

@@ -78,8 +78,8 @@ func TestRobustness(t *testing.T) {
 					twins++
 				}
 			}
-			t.Logf("seed %d: %d operations (%d on twin caches), %d computes, %d faults; computes of a key overlapping: %d, excused %d; one compute judged over %.0f%% of the run; joiners not selected by the run they joined: %d; %d violations",
-				s, len(h.Ops), twins, len(h.Computes), len(h.Events)/2, cov.Overlaps, cov.Excused, 100*cov.Judged, cov.Unselected, len(vs))
+			t.Logf("seed %d: %d operations (%d on twin caches), %d computes, %d faults; computes of a key overlapping: %d, excused %d; one compute judged over %.0f%% of the run; computes while a fresh value was stored: %d, excused %d; joiners not selected by the run they joined: %d; %d violations",
+				s, len(h.Ops), twins, len(h.Computes), len(h.Events)/2, cov.Overlaps, cov.Excused, 100*cov.Judged, cov.Recomputes, cov.RecomputesExcused, cov.Unselected, len(vs))
 			if len(vs) == 0 {
 				return
 			}
@@ -112,11 +112,12 @@ func TestRecheck(t *testing.T) {
 	if !ok {
 		t.Fatalf("%s: no scenario named %q in any profile", *recheck, h.Scenario)
 	}
-	vs := Check(sc, h)
+	vs, cov := CheckCoverage(sc, h)
 	for _, v := range vs {
 		t.Error(v)
 	}
-	t.Logf("%s (seed %d): %d operations, %d violations", h.Scenario, h.Seed, len(h.Ops), len(vs))
+	t.Logf("%s (seed %d): %d operations, %d violations; computes while a fresh value was stored: %d, excused %d",
+		h.Scenario, h.Seed, len(h.Ops), len(vs), cov.Recomputes, cov.RecomputesExcused)
 }
 
 // save writes a failing run's history, violations and, for a register that

@@ -11,7 +11,8 @@ import (
 // Traffic draws random operations over a small key space, through every
 // public path of cache.Cache and the middleware. Compute keys ("k0"…) are
 // read through the compute paths and written by Set, Delete and the
-// invalidations; register keys ("r0"…) only by Set, Delete, Get and Clear,
+// invalidations (but the calm key, calmKey, which only reads and Clear
+// reach); register keys ("r0"…) only by Set, Delete, Get and Clear,
 // so that their history is a register's, for the linearizability check;
 // route keys ("h0"…) are the middleware's: GET through the cached route
 // (its response tagged with the route's surrogate keys), POST to
@@ -99,6 +100,14 @@ var principals = []string{"", "", "", "auth=alice", "auth=bob", "lang=fr", "auth
 // cache, a forwarded host is keyed), each as often.
 var joinPrincipals = []string{"", "auth=alice", "auth=bob", "lang=fr", "auth=alice;lang=en"}
 
+// calmKey is a compute key that only reads reach (GetOrCompute, Fetch,
+// FetchWithFallback), computed untagged: no Set, Delete, expiry or tag
+// invalidation writes it, only Clear. Between Clears its values live out
+// their TTL, where every other key is written several times a second, so
+// that the property "a fresh stored value is served, not recomputed"
+// (checker_served.go) has stretches to judge.
+const calmKey = "kc"
+
 // next draws one operation.
 func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool) {
 	total := 0
@@ -147,6 +156,10 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 					req.SetStale = time.Duration(100+rng.IntN(500)) * time.Millisecond
 				}
 			}
+		}
+	case wire.OpGetOrCompute, wire.OpFetch, wire.OpFetchWithFallback:
+		if rng.IntN(6) == 0 {
+			req.Key, req.Compute.Tags = calmKey, nil
 		}
 	case wire.OpInvalidateTags, wire.OpExpireTags:
 		req.Key = ""

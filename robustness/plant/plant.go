@@ -89,6 +89,13 @@ var Bugs = []Bug{
 		New:   "fresh := now.Add(2 * ttl)",
 	},
 	{
+		Name:  "ttl-halved",
+		Class: "an entry is written fresh for half its TTL: a fresh stored value is computed again instead of served",
+		File:  "stale/stale.go",
+		Old:   "fresh := now.Add(ttl)",
+		New:   "fresh := now.Add(ttl / 2)",
+	},
+	{
 		Name:  "error-window-x4",
 		Class: "an entry is kept for stale-if-error four times too long: a value answers past TTL + max(Stale, StaleIfError)",
 		File:  "stale/stale.go",
