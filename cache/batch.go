@@ -62,7 +62,9 @@ var ErrMissingFromBatch = errors.New("cache: key missing from the batch compute'
 // the invalidation fence is judged then, for every value it hands back: a
 // key's value whose compute began before an InvalidateTags (ExpireTags,
 // Clear) that returned while the batch still waited for other keys is
-// loaded again, as a GetOrCompute's would be.
+// loaded again, as a GetOrCompute's would be; so is a value standing in
+// for its failed compute (stale-if-error), which ExpireTags otherwise
+// lets through, when that ExpireTags came after the batch read the key.
 //
 // The map holds every key that has a value; keys without one are in the
 // [KeyErrors] returned (a key fn left out gets [ErrMissingFromBatch]). ctx
