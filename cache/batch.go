@@ -62,7 +62,9 @@ var ErrMissingFromBatch = errors.New("cache: key missing from the batch compute'
 // the invalidation fence is judged then, for every value it hands back: a
 // key's value whose compute began before an InvalidateTags (ExpireTags,
 // Clear) that returned while the batch still waited for other keys is
-// loaded again, as a GetOrCompute's would be.
+// loaded again, as a GetOrCompute's would be; so is a value standing in
+// for its failed compute (stale-if-error), which ExpireTags otherwise
+// lets through, when that ExpireTags came after the batch read the key.
 //
 // The map holds every key that has a value; keys without one are in the
 // [KeyErrors] returned (a key fn left out gets [ErrMissingFromBatch]). ctx
@@ -153,12 +155,17 @@ type batchAnswer[V any] struct {
 	l1       bool
 	stamp    marks.Stamp
 	err      error
+	// floor is the highest invalidation generation this process had seen
+	// (marks.Floor) before the answer's value was chosen: a stand-in is
+	// refused by a soft invalidation it learnt of after it (answerState).
+	floor uint64
 }
 
-// answerOf is the batch's record of a load's answer l, err.
-func answerOf[V any](l loaded[V], err error) batchAnswer[V] {
+// answerOf is the batch's record of a load's answer l, err, chosen after
+// this process had seen invalidations up to floor.
+func answerOf[V any](l loaded[V], err error, floor uint64) batchAnswer[V] {
 	return batchAnswer[V]{value: l.value, outcome: l.outcome, negative: l.negative, standIn: l.cause != nil,
-		kept: l.kept, stamp: l.stamp, err: err}
+		kept: l.kept, stamp: l.stamp, err: err, floor: floor}
 }
 
 // loaded is a as the fence (fenceState) judges it.
@@ -175,8 +182,9 @@ func (a batchAnswer[V]) loaded() loaded[V] {
 var errStandIn = errors.New("cache: a value standing in for a compute")
 
 // record records key's answer from a load: l and err, or err alone when
-// l has no outcome.
-func (b *batch[V]) record(key string, l loaded[V], err error) {
+// l has no outcome; floor is the marks' Floor read before l's value was
+// chosen (see batchAnswer.floor).
+func (b *batch[V]) record(key string, l loaded[V], err error, floor uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -187,12 +195,12 @@ func (b *batch[V]) record(key string, l loaded[V], err error) {
 		delete(b.got, key)
 		return
 	}
-	b.got[key] = answerOf(l, err)
+	b.got[key] = answerOf(l, err, floor)
 	delete(b.errs, key)
 }
 
 // fail records err as key's answer.
-func (b *batch[V]) fail(key string, err error) { b.record(key, loaded[V]{}, err) }
+func (b *batch[V]) fail(key string, err error) { b.record(key, loaded[V]{}, err, 0) }
 
 // refuse notes that key's answer was refused by the invalidation fence.
 func (b *batch[V]) refuse(key string) {
@@ -256,7 +264,10 @@ func (b *batch[V]) markFenced() {
 // process knows of the marks (no copy, no round trip: a batch of hits
 // whose marks are vouched for costs a check in memory per key); those
 // whose marks must be read again are judged after, with ctx, unless
-// strict, which refuses them (marks.Unknown) rather than wait.
+// strict, which refuses them (marks.Unknown) rather than wait. Each is
+// judged by answerState: a value standing in for a failed compute is
+// refused by a soft invalidation too, when this process learnt of it after
+// that compute's attempt began.
 func (c *Cache[V]) fenceBatch(ctx context.Context, b *batch[V], strict bool) []string {
 	quick, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	cancel(errNoMarksRead)
@@ -264,7 +275,7 @@ func (c *Cache[V]) fenceBatch(ctx context.Context, b *batch[V], strict bool) []s
 	var later []batchAnswer[V]
 	b.mu.Lock()
 	for k, a := range b.got {
-		switch c.fenceState(quick, a.loaded(), a.err) {
+		switch c.answerState(quick, a) {
 		case marks.Valid:
 		case marks.Unknown:
 			if strict {
@@ -278,11 +289,30 @@ func (c *Cache[V]) fenceBatch(ctx context.Context, b *batch[V], strict bool) []s
 	}
 	b.mu.Unlock()
 	for i, a := range later {
-		if st := c.fenceState(ctx, a.loaded(), a.err); st == marks.Hard || st == marks.Soft {
+		if st := c.answerState(ctx, a); st == marks.Hard || st == marks.Soft {
 			refused = append(refused, unsure[i])
 		}
 	}
 	return refused
+}
+
+// answerState is fenceState for a batch's answer a, at the batch's
+// answer. fenceState lets a value standing in for a failed or slow compute
+// (stale-if-error, SoftTimeout, a fail-safe value) through a soft
+// invalidation: ExpireTags leaves it usable for a compute that fails. A
+// batch holds such a value while it waits for its other keys: a soft
+// invalidation this process learnt of after the value's attempt began
+// (above a.floor) came after the compute it stood in for failed, or while
+// it ran, and refuses it as it refuses any value the batch holds; the key
+// is loaded again, and the value stands in again if that compute fails
+// too. A degraded value knows only of this process's own invalidations
+// (see invalidationAt), which fenceState already applies.
+func (c *Cache[V]) answerState(ctx context.Context, a batchAnswer[V]) marks.State {
+	st := c.fenceState(ctx, a.loaded(), a.err)
+	if st == marks.Valid && a.standIn && a.err == nil && !a.kept && c.marks.SoftAbove(a.stamp, a.floor) {
+		return marks.Soft
+	}
+	return st
 }
 
 // batchResult answers b's caller: its values, and its keys without one.
@@ -371,8 +401,9 @@ func (c *Cache[V]) many(ctx context.Context, todo []string, version uint64, fn b
 
 // deliver hands key's load answer l to the batch if it passes the
 // invalidation fence (servable) as it comes (it is judged again when the
-// batch answers: fenceBatch); otherwise it notes key as refused.
-func (c *Cache[V]) deliver(ctx context.Context, b *batch[V], key string, l loaded[V], err error, version uint64) {
+// batch answers: fenceBatch); otherwise it notes key as refused. floor is
+// the marks' Floor read before l's value was chosen.
+func (c *Cache[V]) deliver(ctx context.Context, b *batch[V], key string, l loaded[V], err error, version, floor uint64) {
 	if !c.servable(ctx, l, err) {
 		b.refuse(key)
 		return
@@ -380,7 +411,7 @@ func (c *Cache[V]) deliver(ctx context.Context, b *batch[V], key string, l loade
 	if l.cacheable(err) {
 		c.l1put(key, l.entry(), version)
 	}
-	b.record(key, l, err)
+	b.record(key, l, err, floor)
 }
 
 // manyAttempt is one pass of many's steps over todo.
@@ -388,9 +419,16 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 	dctx := context.WithoutCancel(ctx)
 	ks := c.keysForMany(todo)
 	prevs := make([]*entry[V], len(ks))
+	// The invalidations this process has seen before it reads (floor) and
+	// before it loads (loadFloor): a value standing in for a compute is
+	// refused at the batch's answer by a soft invalidation seen after it
+	// was chosen (answerState). The load's is read after the entries were
+	// judged, whose marks were read then: a soft invalidation that
+	// expired a value before this attempt does not refuse it as a stand-in.
+	floor := c.marks.Floor()
 
 	if !c.store.available() {
-		c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b)
+		c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b, floor)
 		return
 	}
 	var missing []int
@@ -401,16 +439,16 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 		switch v, _ := c.judge(dctx, &e, found, now); v {
 		case verdictHit:
 			c.l1put(key, e, version)
-			b.record(key, e.loaded(Hit), nil)
+			b.record(key, e.loaded(Hit), nil, floor)
 		case verdictEarly:
 			c.l1put(key, e, version)
 			c.refreshAsync(key, e, fn)
-			b.record(key, e.loaded(Hit), nil)
+			b.record(key, e.loaded(Hit), nil, floor)
 		case verdictStale:
 			c.refreshAsync(key, e, fn)
-			b.record(key, e.loaded(Stale), nil)
+			b.record(key, e.loaded(Stale), nil, floor)
 		case verdictFailSafe:
-			b.record(key, e.loaded(Stale), nil)
+			b.record(key, e.loaded(Stale), nil, floor)
 		case verdictExpired:
 			expired := e
 			prevs[i] = &expired
@@ -421,13 +459,14 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b)
+			c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b, floor)
 		}
 		return
 	}
 	if len(missing) == 0 || ctx.Err() != nil {
 		return
 	}
+	loadFloor := c.marks.Floor()
 	mk := make([]keys, len(missing))
 	for j, i := range missing {
 		mk[j] = ks[i]
@@ -448,19 +487,19 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 				l, err := c.share(ctx, k.Key, version, false, func(sctx context.Context) (loaded[V], error) {
 					return c.wait(sctx, k, fn, nil, prev, lost)
 				})
-				b.record(k.Key, l, err)
+				b.record(k.Key, l, err, loadFloor)
 			})
 		default:
 			failed = append(failed, i)
 		}
 	}
 	if len(failed) > 0 {
-		c.degradedMany(dctx, ctx, ks, prevs, failed, fn, b)
+		c.degradedMany(dctx, ctx, ks, prevs, failed, fn, b, loadFloor)
 	}
 	if len(tasks) > 0 {
 		c.lead(dctx, tasks, fn)
 		for _, t := range tasks {
-			c.deliver(ctx, b, t.k.Key, t.res, t.err, version)
+			c.deliver(ctx, b, t.k.Key, t.res, t.err, version, loadFloor)
 		}
 	}
 	wg.Wait()
@@ -489,8 +528,9 @@ func appendOnce(missing []int, seen *map[string]bool, ks []keys, i int) []int {
 }
 
 // degradedMany computes the keys ks[idx] with one fn call without the store
-// (Redis is unreachable), bounded by MaxDegradedComputes.
-func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*entry[V], idx []int, fn batchFunc[V], b *batch[V]) {
+// (Redis is unreachable), bounded by MaxDegradedComputes; floor is the
+// marks' Floor read before (see batchAnswer.floor).
+func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*entry[V], idx []int, fn batchFunc[V], b *batch[V], floor uint64) {
 	now := c.now()
 	var names []string
 	var todo []int
@@ -498,7 +538,7 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 		key := ks[i].Key
 		if e, fresh, ok := c.keptEntry(key, now); ok {
 			if fresh {
-				b.record(key, e.loaded(Degraded), nil)
+				b.record(key, e.loaded(Degraded), nil, floor)
 				continue
 			}
 			if prevs[i] == nil {
@@ -520,6 +560,6 @@ func (c *Cache[V]) degradedMany(dctx, ctx context.Context, ks []keys, prevs []*e
 		}
 		l, lerr := c.degradedFor(ctx, key, r, prevs[i], floor)
 		c.keep(key, l, lerr, prevs[i], now, floor)
-		c.deliver(ctx, b, key, l, lerr, 0) // never cacheable: no L1 version needed
+		c.deliver(ctx, b, key, l, lerr, 0, floor) // never cacheable: no L1 version needed
 	}
 }

@@ -30,6 +30,12 @@ type Traffic struct {
 	Invalidations bool
 	// Failures turns on computes that fail or panic.
 	Failures bool
+	// BatchFailEvery, when above 0, makes one GetOrComputeMany compute in
+	// BatchFailEvery fail (with Failures' share on top): batches that hold
+	// values standing in for their failed compute while they wait for
+	// their other keys, across invalidations. 0 draws nothing more, so
+	// the scenarios that leave it out replay their seeds as before.
+	BatchFailEvery int
 	// Weights of each operation; a zero weight leaves it out.
 	Weights map[string]int
 }
@@ -140,6 +146,9 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 		}
 		req.Compute.Tags = keyTags(rng.IntN(groups)) // one call's tags apply to all its keys
 		req.Compute.Unchanged = false                // ErrUnchanged answers for every key of a batch
+		if t.BatchFailEvery > 0 && rng.IntN(t.BatchFailEvery) == 0 {
+			req.Compute.Fail, req.Compute.Panic, req.Compute.NotFound = true, false, false
+		}
 	case wire.OpGet, wire.OpSet, wire.OpDelete:
 		if rng.IntN(2) == 0 {
 			req.Key = fmt.Sprintf("r%d", rng.IntN(t.Registers))

@@ -234,3 +234,28 @@ func (m *Marks) refreshAsync(tag string, s *markSlot) {
 		_ = m.refresh(ctx, []string{tag})
 	})
 }
+
+// SoftAbove reports whether a soft mark of st's tags or of the namespace,
+// as this process knows it, is above both st's generation and floor (a
+// Floor read earlier): a soft invalidation of st's entry that this
+// process learnt of after it read floor. A value that passed a soft
+// invalidation only because it stood in for a failed compute (see cache's
+// batch fence) is refused by one it learnt of after that compute's
+// attempt began. Nothing is read: call it after a check that vouched for
+// st's marks.
+func (m *Marks) SoftAbove(st Stamp, floor uint64) bool {
+	limit := max(st.Gen, floor)
+	if m.ns.soft.Load() > limit {
+		return true
+	}
+	slots := st.slots
+	if len(st.Tags) > 0 && (slots == nil || st.epoch != m.epoch.Load()) {
+		slots = m.Resolve(st).slots
+	}
+	for _, s := range slots {
+		if s.soft.Load() > limit {
+			return true
+		}
+	}
+	return false
+}

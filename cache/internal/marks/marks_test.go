@@ -247,3 +247,39 @@ func TestMarksLocal(t *testing.T) {
 
 // errUnavailable stands for cache.ErrUnavailable, which cache hands in.
 var errUnavailable = errors.New("test: Redis unavailable")
+
+// SoftAbove says whether a soft mark of a stamp's tags or of the
+// namespace is above both its generation and a floor read earlier: a soft
+// invalidation the process learnt of after that floor. Hard marks and
+// other tags' marks do not count; what is known is judged, nothing read.
+func TestSoftAboveJudgesAgainstTheFloor(t *testing.T) {
+	m := &Marks{Local: true}
+	m.RaiseAll([]string{"t"}, 5, true)  // soft, seen before the floor
+	m.RaiseAll([]string{"h"}, 9, false) // hard: not SoftAbove's to judge
+	m.RaiseAll([]string{"o"}, 9, true)  // another tag's
+	floor := uint64(5)
+	for _, tc := range []struct {
+		st   Stamp
+		want bool
+	}{
+		{Stamp{Gen: 3, Tags: []string{"t"}}, false}, // expired before the floor
+		{Stamp{Gen: 3, Tags: []string{"h"}}, false},
+		{Stamp{Gen: 3, Tags: []string{"u"}}, false},
+		{Stamp{Gen: 6, Tags: []string{"t"}}, false},
+	} {
+		if got := m.SoftAbove(tc.st, floor); got != tc.want {
+			t.Errorf("SoftAbove(%+v, %d) = %v, want %v", tc.st, floor, got, tc.want)
+		}
+	}
+	m.RaiseAll([]string{"t"}, 7, true) // after the floor
+	if !m.SoftAbove(Stamp{Gen: 3, Tags: []string{"u", "t"}}, floor) {
+		t.Error("a soft mark raised after the floor was not above it")
+	}
+	if m.SoftAbove(Stamp{Gen: 7, Tags: []string{"t"}}, floor) {
+		t.Error("a soft mark not above the stamp's own generation counted")
+	}
+	m.RaiseAll(nil, 8, true) // the namespace's, soft
+	if !m.SoftAbove(m.Resolve(Stamp{Gen: 7}), floor) {
+		t.Error("the namespace's soft mark above the floor did not count")
+	}
+}
