@@ -48,9 +48,10 @@ func (m *Marks) cover() uint64 {
 //
 // It is asked only when a read does not vouch for the mark on its own, so
 // it is where a decision wants the heartbeat: it tells the heartbeat so
-// (Want), which keeps it running, or starts a stopped one, whose answer
-// vouches for the decisions that follow; this one is vouched for as it
-// can be now, or reads the marks (see "Demand-driven" in marks.go).
+// (Want), which grants a running one a few more PINGs, or starts a stopped
+// one if the previous Want was recent, whose answers vouch for the
+// decisions that follow; this one is vouched for as it can be now, or
+// reads the marks (see "Demand-driven" in marks.go).
 func (m *Marks) beatVouches(s *markSlot, now int64) bool {
 	if m.Session == nil {
 		return false

@@ -44,7 +44,7 @@ import (
 // every message received after that went to them, and those published
 // before Redis processed the PING were received before the PONG. A share
 // that closed meanwhile is not called. The heartbeat's period is the
-// smallest any share asks for, and a Want from any share keeps it running.
+// smallest any share asks for, and a Want from any share grants it credit.
 
 // beatReg is a share's heartbeat: its period, the PINGs in a row without
 // a Want after which it may stop, its clock and its callback.
