@@ -94,8 +94,8 @@ func (n *hub) sessionNow() uint64 { return n.session.Load() + 1 }
 // are ignored.
 //
 // The heartbeat is demand-driven and runs on credit: it starts stopped;
-// Start, or a Want that comes within beatReach periods of the previous
-// one, starts it with a PING at once; each period in which a Want came
+// Start, or a Want that comes from one to beatReach periods after the
+// previous one, starts it with a PING at once; each period in which a Want came
 // grants it beatGrant PINGs more, up to idle (idle < 1: one; with several
 // shares, the longest of their idle spans), and it stops when it has sent
 // what it was granted. Under steady wants it so runs on for idle PINGs
@@ -153,8 +153,9 @@ func (n *hub) beatPlan() (every time.Duration, idle int) {
 const beatGrant = 4
 
 // beatReach is how many periods after a Want another may come and still
-// start a stopped heartbeat. A Want that comes later, after a quiet spell,
-// leaves it stopped: its decision reads the marks on its request path, and
+// start a stopped heartbeat; Wants less than a period apart count as one
+// (a burst of decisions shows no rate). A Want that comes later, after a
+// quiet spell, leaves it stopped: its decision reads the marks on its request path, and
 // so would the next one, which comes later than beatGrant PINGs and their
 // trust (4 periods at the cache's δ/4) could reach. With the cache's
 // period of δ/4 it is 2δ.
@@ -164,7 +165,7 @@ const beatReach = 8
 // grants beatGrant PINGs, each period in which a Want came grants
 // beatGrant more (up to the tail), each PING spends one, and it stops
 // when none is left. A stopped heartbeat starts on a Start, or on a Want
-// that comes within beatReach periods of the previous one.
+// that comes from one to beatReach periods after the previous one.
 func (n *hub) heartbeat() {
 	defer n.bg.Done()
 	t := time.NewTicker(time.Hour)
@@ -185,9 +186,15 @@ func (n *hub) heartbeat() {
 		if every == 0 {
 			continue // no share beats (any more)
 		}
+		// Wants less than a period apart (a burst of decisions, or
+		// one on several caches) count as one, the first: they show
+		// no rate.
 		now := time.Now()
-		near := !last.IsZero() && now.Sub(last) < beatReach*every
-		last = now
+		gap := now.Sub(last)
+		near := !last.IsZero() && gap >= every && gap < beatReach*every
+		if last.IsZero() || gap >= every {
+			last = now
+		}
 		if !forced && !near {
 			continue // a decision after a quiet spell: it reads the marks
 		}
@@ -236,10 +243,11 @@ func (n *hub) heartbeat() {
 // Want tells the heartbeat that a decision wants its answers. A running
 // heartbeat is granted beatGrant more PINGs for each of its periods in
 // which Want was called (by any share), up to the tail (see Heartbeat). A
-// stopped one starts at once when the previous Want came less than
-// beatReach periods before; one that comes after a longer quiet spell
-// leaves it stopped (its decision reads the marks instead) and only
-// counts as the previous Want for the next. It costs an atomic load when
+// stopped one starts at once when the previous Want came from one to
+// beatReach periods before (Wants less than a period apart count as one,
+// the first); one that comes after a longer quiet spell leaves it stopped
+// (its decision reads the marks instead) and only counts as the previous
+// Want for the next. It costs an atomic load when
 // called again before the heartbeat's next PING, so the hit path may call
 // it.
 func (n *Notifier) Want() {
