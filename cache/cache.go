@@ -83,17 +83,28 @@ type Cache[V any] struct {
 const heartbeatsPerWait = 4
 
 // heartbeatIdle is how long the heartbeat runs on after the last decision
-// that wanted it: 3 s, or four InvalidationWaits if longer (sixteen
-// heartbeats at least). A process whose decisions come at least that
-// often keeps it, and pays no marks read on its request path; one idle
-// for longer costs Redis nothing, and its next decisions read the marks
-// (as on a Cluster) while the heartbeat starts again. Those reads are
-// steps like any other: against a Redis that stalls past the budget they
-// are more steps that may be judged silent, and its heartbeat's answers
-// no longer show that Redis still answers. With a second here, a fleet
-// idle for a second at a time against a Redis busy 150 ms at a stretch
-// degraded callers (TestSlowRedisBusyKeepsOneComputePerKey, 3 runs in 8);
-// a few seconds keep a fleet with traffic from stopping at all.
+// that wanted it under steady traffic: 3 s, or four InvalidationWaits if
+// longer (sixteen heartbeats at least). The heartbeat runs on credit
+// (internal/notify's Heartbeat): each heartbeat period in which a decision
+// wanted it grants it four PINGs, up to this tail, so a decision alone
+// costs Redis at most four PINGs (one InvalidationWait of heartbeats), and
+// a process wanting it every period builds the whole tail up within a
+// second and keeps it. A decision asks once, as it begins (not at its
+// fence), and decisions less than δ/4 apart count as one. A decision that
+// comes more than 2δ after the previous one wanting it does not start a
+// stopped heartbeat: it reads the
+// marks on its request path, as on a Cluster, and so does the next if it
+// comes as late. A replica read less often than that (a fleet spread
+// thin) so pays a marks read per read and no PING, where it paid the
+// whole tail, about 120 PINGs at the default δ (issue 38).
+//
+// The tail is long because the reads an idle spell brings are steps like
+// any other: against a Redis that stalls past the budget they are more
+// steps that may be judged silent, and a stopped heartbeat's answers no
+// longer show that Redis still answers. With a second here, a fleet idle
+// for a second at a time against a Redis busy 150 ms at a stretch
+// degraded callers (TestSlowRedisBusyKeepsOneComputePerKey, 3 runs in 8;
+// with the credit and this tail, none in 12).
 func heartbeatIdle(wait time.Duration) time.Duration { return max(3*time.Second, 4*wait) }
 
 const (
@@ -208,9 +219,10 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		// behind Sentinel, whose failover moves the commands to the new
 		// master and leaves the subscription where it was.
 		// The heartbeat runs only while decisions want its trust (Want,
-		// from the marks' checks), and stops after heartbeatIdle without
-		// one: an idle cache sends Redis nothing (issue 38; see
-		// internal/marks, "Demand-driven").
+		// from the marks' checks), on the credit they grant it, up to
+		// heartbeatIdle after the last under steady traffic: an idle
+		// cache sends Redis nothing, a seldom read one a marks read per
+		// read (issue 38; see internal/marks, "Demand-driven").
 		c.marks.Session = rs.p.Notifier().Session
 		c.marks.Want = rs.p.Notifier().Want
 		every := opts.InvalidationWait / heartbeatsPerWait
@@ -226,12 +238,12 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 				rs.p.Budget().Heard(time.Duration(c.marks.Mono() - sent))
 			}
 		})
-		// Wanted from the start, as a cache is made to be used: the first
+		// Started at once, as a cache is made to be used: the first
 		// marks reads are then made after a heartbeat was answered, and
 		// the heartbeat vouches for them from then on, instead of their
 		// being read again once before it can (see marks' cover). A cache
-		// left unused stops it after heartbeatIdle.
-		rs.p.Notifier().Want()
+		// left unused stops it after the few PINGs a start grants.
+		rs.p.Notifier().Start()
 		if rs.p.Budget().Timeout() > 0 {
 			c.releaseProbe = redisstore.ProbeIdle(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating)
 		}

@@ -11,9 +11,11 @@ import (
 
 // The invalidation subscription's heartbeat runs only while decisions want
 // its trust: it stops once the cache is idle, and the first decision after
-// that reads the marks on its request path (as on a Cluster) and starts it
-// again, so that the decisions that follow are vouched for by its answers
-// and read no mark, as before the idle spell.
+// that reads the marks on its request path (as on a Cluster) and leaves
+// it stopped, a decision after a quiet spell being no sign of traffic;
+// the decisions that follow within 2δ start it again, so that those after
+// them are vouched for by its answers and read no mark, as before the
+// idle spell.
 func TestHeartbeatStopsWhenIdleAndRestartsOnDemand(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
@@ -39,7 +41,15 @@ func TestHeartbeatStopsWhenIdleAndRestartsOnDemand(t *testing.T) {
 	if n := rt.marks.Load() - before; n != 1 {
 		t.Errorf("the first hit after an idle spell read the marks %d times, want once (no heartbeat vouches for them)", n)
 	}
-	pollFor(t, "the heartbeat to start again", 10*time.Second, time.Millisecond, func() bool { return cache.Heartbeating(c) })
+	// Hits every wait/2, as traffic comes back: the second wants the
+	// heartbeat (its read is wait/2 old) within 2δ of the first.
+	for i := 0; !cache.Heartbeating(c); i++ {
+		if i == 20 {
+			t.Fatalf("the heartbeat did not start again in %d hits %s apart", i, wait/2)
+		}
+		time.Sleep(wait / 2) // the traffic's pace, not a wait for an event
+		hit()
+	}
 
 	// Hits every wait/2 for 6 waits: without the heartbeat each wait/2
 	// would re-read the namespace's mark (in the background from wait/2 on);

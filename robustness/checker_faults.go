@@ -29,8 +29,8 @@ func faultWindows(h *History, settle time.Duration) []fault {
 	var out []fault
 	var open *fault
 	for _, e := range h.Events {
-		if strings.HasPrefix(e.What, "replica-idle") {
-			continue // no fault: a replica without traffic is held to every promise
+		if strings.HasPrefix(e.What, "replica-idle") || strings.HasPrefix(e.What, "replica-sparse") {
+			continue // no fault: a replica without traffic, or with little, is held to every promise
 		}
 		if !e.Heal {
 			f := fault{from: e.At, to: h.End + settle, what: e.What}

@@ -90,12 +90,16 @@ func Profile(name string) []Scenario {
 	// and the default InvalidationWait, so that its first decisions after
 	// the idle spell, L1's included, must read the marks again. Entries
 	// outlive the idle spell (TTL above idleFor), so that what it held
-	// before is what those decisions judge.
+	// before is what those decisions judge. Or one replica's traffic made
+	// sparse (replica-sparse: an operation every 300 ms, over 2δ apart),
+	// too seldom to start its heartbeat, which runs on the credit its
+	// decisions grant: each decision is judged by marks read on its
+	// request path, as on a Cluster.
 	idle := Scenario{Name: "redis-idle", Mode: "redis", Replicas: 3, Clients: 4, Duration: d, Traffic: traffic,
 		Options: wire.Options{Namespace: "ri", TTL: 8 * time.Second, Stale: time.Second,
 			WaitTimeout: time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
 			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 8 * time.Second},
-		Nemeses: []string{"replica-idle"}, FaultFor: time.Second, Calm: time.Second}
+		Nemeses: []string{"replica-idle", "replica-sparse"}, FaultFor: time.Second, Calm: time.Second}
 	out := []Scenario{busy, faults, persist, local, slow, overload, idle}
 	if name == "long" {
 		cluster := faults

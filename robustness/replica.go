@@ -47,6 +47,11 @@ type Replica struct {
 	// quiet, while not nil, holds the suite's callers of this replica
 	// back (the replica-idle nemesis); closed when they may go on.
 	quiet chan struct{}
+	// sparse, while above 0, spaces this replica's operations at least
+	// that far apart, over all its callers (the replica-sparse nemesis);
+	// nextAt is when the next may go.
+	sparse time.Duration
+	nextAt time.Time
 }
 
 // Quiet holds this replica's callers back before their next operation
@@ -69,14 +74,43 @@ func (r *Replica) Unquiet() {
 	}
 }
 
-// waitActive returns once the replica's callers may send: at once, or
-// when Unquiet lets them go on.
+// Sparse spaces this replica's operations at least every apart, over all
+// its callers, until Dense: its traffic goes on, seldom.
+func (r *Replica) Sparse(every time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sparse = every
+}
+
+// Dense lets the replica's callers go on at their own pace again.
+func (r *Replica) Dense() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sparse = 0
+}
+
+// waitActive returns once the replica's callers may send: at once, when
+// Unquiet lets them go on, or, while the replica is sparse, when its turn
+// comes.
 func (r *Replica) waitActive() {
 	r.mu.Lock()
 	q := r.quiet
+	var wait time.Duration
+	if r.sparse > 0 {
+		now := time.Now()
+		at := now
+		if r.nextAt.After(now) {
+			at = r.nextAt
+		}
+		r.nextAt = at.Add(r.sparse)
+		wait = at.Sub(now)
+	}
 	r.mu.Unlock()
 	if q != nil {
 		<-q
+	}
+	if wait > 0 {
+		time.Sleep(wait) // the sparse traffic's schedule, not a wait for an event
 	}
 }
 

@@ -59,7 +59,7 @@ func (m *Marks) UntaggedValidAt(gen uint64, now int64) bool {
 // read less than half the trust ago, or by the subscription's heartbeat.
 func (m *Marks) nsVouched(now int64) bool {
 	sent := m.ns.sent.Load()
-	return sent != 0 && now-sent < int64(m.Trust)/2 || m.beatVouches(&m.ns, now)
+	return sent != 0 && now-sent < int64(m.Trust)/2 || m.beatVouches(&m.ns, now, true)
 }
 
 // checkAt is CheckAt's and CheckFence's every case. now, the decision's
@@ -91,7 +91,10 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 		if sent != 0 && now-sent < int64(m.Trust)/2 {
 			return
 		}
-		if m.beatVouches(s, now) {
+		// A fence is part of a decision that asked already, when it
+		// began: it does not ask again (a slow decision asking twice
+		// would start a stopped heartbeat on its own, see Want).
+		if m.beatVouches(s, now, !fence) {
 			return
 		}
 		if sent == 0 || now-sent >= int64(m.Trust) {
@@ -181,7 +184,7 @@ func (m *Marks) vouched(tags []string, gen uint64, now int64) (bool, State) {
 	state := Valid
 	for _, t := range tags {
 		s := m.slot(t)
-		if now-s.sent.Load() >= int64(m.Trust) && !m.beatVouches(s, now) {
+		if now-s.sent.Load() >= int64(m.Trust) && !m.beatVouches(s, now, false) {
 			return false, state
 		}
 		state = max(state, s.against(gen))

@@ -47,15 +47,19 @@ func (m *Marks) cover() uint64 {
 // and a heartbeat sent less than trust ago was answered in that session.
 //
 // It is asked only when a read does not vouch for the mark on its own, so
-// it is where a decision wants the heartbeat: it tells the heartbeat so
-// (Want), which keeps it running, or starts a stopped one, whose answer
-// vouches for the decisions that follow; this one is vouched for as it
-// can be now, or reads the marks (see "Demand-driven" in marks.go).
-func (m *Marks) beatVouches(s *markSlot, now int64) bool {
+// it is where a decision wants the heartbeat: with want, it tells the
+// heartbeat so (Want), which grants a running one a few more PINGs, or
+// starts a stopped one if the previous Want was recent, whose answers
+// vouch for the decisions that follow; this one is vouched for as it can
+// be now, or reads the marks (see "Demand-driven" in marks.go). A decision
+// asks with want once, as it begins: its fence (CheckFence) and its
+// re-check after a read do not, so that one slow decision is not taken
+// for two close together.
+func (m *Marks) beatVouches(s *markSlot, now int64, want bool) bool {
 	if m.Session == nil {
 		return false
 	}
-	if m.Want != nil {
+	if want && m.Want != nil {
 		m.Want()
 	}
 	b := m.beat.Load()

@@ -75,3 +75,53 @@ func TestMarksTrustedByTheHeartbeat(t *testing.T) {
 		t.Fatalf("after an announcement: %d", st)
 	}
 }
+
+// A decision wants the heartbeat once, as it begins: its check tells the
+// heartbeat (Want) when no read vouches for a mark on its own, and its
+// fence (CheckFence), however long after, does not, so that one slow
+// decision is not taken for two close together, which would start a
+// stopped heartbeat (internal/notify's Want) for a process used seldom.
+func TestADecisionWantsTheHeartbeatOnce(t *testing.T) {
+	ctx := context.Background()
+	const trust = 100 * time.Millisecond
+	var wants atomic.Int32
+	var clock atomic.Int64
+	clock.Store(int64(time.Second))
+	m := &Marks{Trust: trust, Clock: clock.Load, Session: func() uint64 { return 1 },
+		Want:  func() { wants.Add(1) },
+		Spawn: func(string, func(context.Context)) {},
+		Read: func(_ context.Context, tags []string) ([]Mark, error) {
+			return make([]Mark, len(tags)), nil
+		}}
+	st := Stamp{Gen: 1} // the namespace's mark alone: one Want per check that asks
+	if s, err := m.check(ctx, st); s != Valid || err != nil {
+		t.Fatalf("check: %d %v", s, err)
+	}
+	if n := wants.Load(); n != 1 {
+		t.Fatalf("a check that found no read told the heartbeat %d times, want once", n)
+	}
+	clock.Add(int64(trust * 3 / 4)) // a slow compute: its read is past half its trust
+	if s, err := m.CheckFence(ctx, st); s != Valid || err != nil {
+		t.Fatalf("fence: %d %v", s, err)
+	}
+	clock.Add(int64(2 * trust)) // and past all of it
+	if s, err := m.CheckFence(ctx, st); s != Valid || err != nil {
+		t.Fatalf("fence: %d %v", s, err)
+	}
+	if n := wants.Load(); n != 1 {
+		t.Errorf("the decision's fences told the heartbeat %d more times, want none", n-1)
+	}
+	if s, err := m.check(ctx, st); s != Valid || err != nil {
+		t.Fatalf("check: %d %v", s, err)
+	}
+	if n := wants.Load(); n != 1 {
+		t.Errorf("a check vouched for by a read less than half its trust old told the heartbeat %d times, want none", n-1)
+	}
+	clock.Add(int64(trust * 3 / 4))
+	if s, err := m.check(ctx, st); s != Valid || err != nil {
+		t.Fatalf("check: %d %v", s, err)
+	}
+	if n := wants.Load(); n != 2 {
+		t.Errorf("the next decision's check, its read past half its trust, told the heartbeat %d times, want once", n-1)
+	}
+}

@@ -46,21 +46,26 @@
 // its requests while its heartbeats are answered within 3δ/4;
 // InvalidateTags keeps its wait of δ.
 //
-// Demand-driven. The heartbeat runs only while decisions want it: a check
-// that finds no read recent enough to vouch for a mark on its own asks the
-// heartbeat (beatVouches), which tells it so (Want); it starts at once if
-// stopped, and stops after max(3 s, 4δ) without such a check, so that an
-// idle process sends Redis nothing. Nothing in the argument above needs
-// the heartbeats to be continuous: a PONG vouches for what was published
-// before Redis processed its PING, on the socket of its session, however
-// long the gap before it; only the newest answer's trust (δ from its PING)
-// vouches, and it lapses on its own. A decision that finds it lapsed (the
-// first after an idle spell) is judged as if there were no heartbeat at
-// all: by a read sent less than δ before its moment, on the request path
-// if need be, the path every decision on a Cluster takes. The read is
-// still covered (cover): a heartbeat answered earlier in the live session
-// proves the subscription in effect on its socket, so the restarted
-// heartbeat's first answer vouches for the marks read since.
+// Demand-driven. The heartbeat runs only while decisions want it, on the
+// credit they grant it: a check that finds no read recent enough to vouch
+// for a mark on its own asks the heartbeat (beatVouches), which tells it so
+// (Want); each heartbeat period in which one did grants it four PINGs, up
+// to max(3 s, 4δ) of them, and it stops when they are spent, so that an
+// idle process sends Redis nothing and a decision costs at most four. A
+// stopped heartbeat starts again on a Want within 2δ of the previous one;
+// a Want after a longer quiet spell leaves it stopped (cache/internal/notify's
+// Heartbeat). Nothing in the argument above needs the heartbeats to be
+// continuous: a PONG vouches for what was published before Redis
+// processed its PING, on the socket of its session, however long the gap
+// before it; only the newest answer's trust (δ from its PING) vouches, and
+// it lapses on its own. A decision that finds it lapsed (the first after
+// an idle spell, or every decision of a process used too seldom to start
+// it) is judged as if there were no heartbeat at all: by a read sent less
+// than δ before its moment, on the request path if need be, the path every
+// decision on a Cluster takes. The read is still covered (cover): a
+// heartbeat answered earlier in the live session proves the subscription
+// in effect on its socket, so the restarted heartbeat's first answer
+// vouches for the marks read since.
 //
 // A slow or distant Redis. A decision needs a read sent less than δ before
 // its moment (a reading taken after the call began), not a read answered

@@ -44,7 +44,7 @@ import (
 // every message received after that went to them, and those published
 // before Redis processed the PING were received before the PONG. A share
 // that closed meanwhile is not called. The heartbeat's period is the
-// smallest any share asks for, and a Want from any share keeps it running.
+// smallest any share asks for, and a Want from any share grants it credit.
 
 // beatReg is a share's heartbeat: its period, the PINGs in a row without
 // a Want after which it may stop, its clock and its callback.
@@ -93,10 +93,14 @@ func (n *hub) sessionNow() uint64 { return n.session.Load() + 1 }
 // them again first on a new socket. A share registers once; later calls
 // are ignored.
 //
-// The heartbeat is demand-driven: it starts stopped, the first Want starts
-// it with a PING at once, and it stops again after idle PINGs in a row
-// with no Want between them (idle < 1: after one; with several shares,
-// the longest of their idle spans). An idle client so sends nothing.
+// The heartbeat is demand-driven and runs on credit: it starts stopped;
+// Start, or a Want that comes from one to beatReach periods after the
+// previous one, starts it with a PING at once; each period in which a Want came
+// grants it beatGrant PINGs more, up to idle (idle < 1: one; with several
+// shares, the longest of their idle spans), and it stops when it has sent
+// what it was granted. Under steady wants it so runs on for idle PINGs
+// after the last; a Want alone costs at most beatGrant PINGs, and a Want
+// after a quiet spell none. An idle client sends nothing.
 // Stopping loses nothing its answers proved: a PONG vouches for what was
 // published on the connection before Redis processed the PING, in the
 // session it was sent in, however long ago the previous one was; the trust
@@ -141,11 +145,32 @@ func (n *hub) beatPlan() (every time.Duration, idle int) {
 	return every, idle
 }
 
-// heartbeat is the hub's heartbeat goroutine.
+// beatGrant is how many PINGs each period in which a decision wanted the
+// heartbeat (Want) grants it, up to the longest share's tail: a decision
+// alone costs Redis at most beatGrant PINGs, while under steady wants
+// (one a period) the grants outrun the PINGs and the tail builds up to
+// its full length in tail/(beatGrant−1) periods.
+const beatGrant = 4
+
+// beatReach is how many periods after a Want another may come and still
+// start a stopped heartbeat; Wants less than a period apart count as one
+// (a burst of decisions shows no rate). A Want that comes later, after a
+// quiet spell, leaves it stopped: its decision reads the marks on its request path, and
+// so would the next one, which comes later than beatGrant PINGs and their
+// trust (4 periods at the cache's δ/4) could reach. With the cache's
+// period of δ/4 it is 2δ.
+const beatReach = 8
+
+// heartbeat is the hub's heartbeat goroutine. It runs on credit: a start
+// grants beatGrant PINGs, each period in which a Want came grants
+// beatGrant more (up to the tail), each PING spends one, and it stops
+// when none is left. A stopped heartbeat starts on a Start, or on a Want
+// that comes from one to beatReach periods after the previous one.
 func (n *hub) heartbeat() {
 	defer n.bg.Done()
 	t := time.NewTicker(time.Hour)
 	t.Stop()
+	var last time.Time // the latest Want seen (at the period it was seen in)
 	for {
 		// Stopped: wait for a Want.
 		select {
@@ -156,23 +181,32 @@ func (n *hub) heartbeat() {
 		if !n.beatWanted.Swap(false) {
 			continue // the Want that woke it was counted by a running heartbeat
 		}
-		every, idle := n.beatPlan()
+		forced := n.beatStart.Swap(false)
+		every, tail := n.beatPlan()
 		if every == 0 {
 			continue // no share beats (any more)
 		}
+		// Wants less than a period apart (a burst of decisions, or
+		// one on several caches) count as one, the first: they show
+		// no rate.
+		now := time.Now()
+		gap := now.Sub(last)
+		near := !last.IsZero() && gap >= every && gap < beatReach*every
+		if last.IsZero() || gap >= every {
+			last = now
+		}
+		if !forced && !near {
+			continue // a decision after a quiet spell: it reads the marks
+		}
 		n.beating.Store(true)
 		t.Reset(every)
-		for quiet := 0; quiet < idle; {
+		for credit := min(beatGrant, tail); credit > 0; {
 			n.beatOnce()
+			credit--
 			select {
 			case <-t.C:
 			case <-n.life.Done():
 				return
-			}
-			if n.beatWanted.Swap(false) {
-				quiet = 0
-			} else {
-				quiet++
 			}
 			// Shares come and go: follow the smallest period.
 			e, i := n.beatPlan()
@@ -183,14 +217,20 @@ func (n *hub) heartbeat() {
 				every = e
 				t.Reset(every)
 			}
-			idle = i
+			tail = i
+			if n.beatWanted.Swap(false) {
+				n.beatStart.Store(false) // a Start while it runs is a Want
+				last = time.Now()
+				credit = min(credit+min(beatGrant, tail), tail)
+			}
 		}
 		t.Stop()
 		n.beating.Store(false)
 		// A Want after the last Swap either saw beating false and
 		// queued a wake, or stored beatWanted before beating went
 		// false and is seen here (both may happen; the extra wake
-		// finds beatWanted taken and is dropped above).
+		// finds beatWanted taken and is dropped above). Its moment is
+		// within a period of last, so it starts the heartbeat again.
 		if n.beatWanted.Load() {
 			select {
 			case n.beatWake <- struct{}{}:
@@ -200,11 +240,16 @@ func (n *hub) heartbeat() {
 	}
 }
 
-// Want tells the heartbeat that a decision wants its answers: it starts at
-// once when stopped, and keeps running while Want is called (by any share)
-// at least once in every idle PINGs (see Heartbeat). It costs an atomic
-// load when called again before the heartbeat's next PING, so the hit path
-// may call it.
+// Want tells the heartbeat that a decision wants its answers. A running
+// heartbeat is granted beatGrant more PINGs for each of its periods in
+// which Want was called (by any share), up to the tail (see Heartbeat). A
+// stopped one starts at once when the previous Want came from one to
+// beatReach periods before (Wants less than a period apart count as one,
+// the first); one that comes after a longer quiet spell leaves it stopped
+// (its decision reads the marks instead) and only counts as the previous
+// Want for the next. It costs an atomic load when
+// called again before the heartbeat's next PING, so the hit path may call
+// it.
 func (n *Notifier) Want() {
 	if n.beatWanted.Load() {
 		return
@@ -215,6 +260,18 @@ func (n *Notifier) Want() {
 		case n.beatWake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// Start starts the heartbeat as a Want does, however long ago the
+// previous Want came: for a new share, made to be used, whose first reads
+// of what the heartbeat vouches for should come after an answer.
+func (n *Notifier) Start() {
+	n.beatStart.Store(true)
+	n.beatWanted.Store(true)
+	select {
+	case n.beatWake <- struct{}{}:
+	default:
 	}
 }
 

@@ -122,9 +122,11 @@ type hub struct {
 	session atomic.Uint64
 	// beatStarted: the heartbeat's goroutine runs (heartbeat.go).
 	beatStarted bool
-	// beatWanted: a Want since the heartbeat's last PING; beating: the
-	// heartbeat runs; beatWake starts a stopped one (heartbeat.go).
+	// beatWanted: a Want since the heartbeat's last PING; beatStart: a
+	// Start not yet taken; beating: the heartbeat runs; beatWake wakes a
+	// stopped one (heartbeat.go).
 	beatWanted atomic.Bool
+	beatStart  atomic.Bool
 	beating    atomic.Bool
 	beatWake   chan struct{}
 	closed     bool

@@ -81,7 +81,7 @@ func TestSharesOfOneClientShareConnectionAndHeartbeat(t *testing.T) {
 	var beatsA, beatsB beats
 	a.Heartbeat(10*time.Millisecond, 2, func() int64 { return tickA.Add(1) }, beatsA.fn)
 	b.Heartbeat(30*time.Millisecond, 2, func() int64 { return tickB.Add(1) }, beatsB.fn)
-	a.Want()
+	a.Start()
 	waitFor(t, "a beat answered for both shares", func() bool { return beatsA.count() > 0 && beatsB.count() > 0 })
 	for _, s := range beatsA.all() {
 		if s >= 1<<40 {
@@ -144,7 +144,7 @@ func TestSharesOfOneClientShareConnectionAndHeartbeat(t *testing.T) {
 
 	// b's heartbeat goes on, at b's own period now.
 	n := beatsB.count()
-	b.Want()
+	b.Start()
 	waitFor(t, "b's heartbeat answered after a closed", func() bool { return beatsB.count() > n })
 	if heardA.Load() != 0 {
 		t.Errorf("a's handler heard %d messages it was never sent", heardA.Load())
