@@ -163,12 +163,13 @@ func (c *checker) replacedDuring(replica, key, except string, from, to time.Dura
 
 // storeMayHaveLost reports whether a fault overlapped [from, to] (with its
 // settle) on every replica or on replica: Redis' data lost, or a read of
-// it failing or cut short. A killed subscription and an idle spell do
-// neither: decisions read the marks on their request path then.
+// it failing or cut short. A killed subscription does neither: decisions
+// read the marks on their request path then (nor is an idle or sparse
+// spell a fault: faultWindows leaves them out).
 func (c *checker) storeMayHaveLost(replica string, from, to time.Duration) bool {
 	for _, f := range c.faults {
 		kind, _, _ := strings.Cut(f.what, ":")
-		if f.from > to || from > f.to || kind == "pubsub-kill" || kind == "replica-idle" {
+		if f.from > to || from > f.to || kind == "pubsub-kill" {
 			continue
 		}
 		if f.replica == "" || f.replica == wire.Process(replica) {
