@@ -74,6 +74,12 @@ type Cache[V any] struct {
 	// releaseProbe leaves the client's idle probe (redisstore.ProbeIdle);
 	// nil: none.
 	releaseProbe func()
+	// beat starts the subscription's heartbeat however long the process
+	// was quiet (notify.Notifier.Start); nil without one. A waiter calls
+	// it as it begins and at each poll: its answer, when the leader's
+	// value comes, is then vouched for by a heartbeat answered meanwhile,
+	// not by a marks read on its request path (wait.go).
+	beat func()
 }
 
 // heartbeatsPerWait is how many heartbeats of the invalidation
@@ -86,8 +92,8 @@ const heartbeatsPerWait = 4
 // that wanted it under steady traffic: 3 s, or four InvalidationWaits if
 // longer (sixteen heartbeats at least). The heartbeat runs on credit
 // (internal/notify's Heartbeat): each heartbeat period in which a decision
-// wanted it grants it four PINGs, up to this tail, so a decision alone
-// costs Redis at most four PINGs (one InvalidationWait of heartbeats), and
+// wanted it grants it eight PINGs, up to this tail, so a decision alone
+// costs Redis at most eight PINGs (two InvalidationWaits of heartbeats), and
 // a process wanting it every period builds the whole tail up within a
 // second and keeps it. A decision asks once, as it begins (not at its
 // fence), and decisions less than δ/4 apart count as one. A decision that
@@ -244,6 +250,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		// being read again once before it can (see marks' cover). A cache
 		// left unused stops it after the few PINGs a start grants.
 		rs.p.Notifier().Start()
+		c.beat = rs.p.Notifier().Start
 		if rs.p.Budget().Timeout() > 0 {
 			c.releaseProbe = redisstore.ProbeIdle(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating)
 		}

@@ -17,10 +17,14 @@ const distanceRTT = 40 * time.Millisecond
 
 // At a real distance and with default options (InvalidationWait 100 ms,
 // under three round trips), the invalidation marks are vouched for by the
-// subscription's heartbeat, not re-read on the request path: a miss costs
-// its three commands, and a waiter on another replica reads no mark after
-// the leader's fill (its notification carries the value), warm and after
-// an idle pause longer than InvalidationWait. At this distance the
+// subscription's heartbeat, not re-read on the request path, while the
+// process is in use: a warm miss costs its three commands, and a waiter on
+// another replica reads no mark after the leader's fill (its notification
+// carries the value; its wait keeps the heartbeat going), warm and after an
+// idle pause. A miss after an idle pause longer than 2δ finds the heartbeat
+// stopped, as it runs on the credit decisions grant (issue 38), and reads
+// the marks once on its request path, as on a Cluster: four round trips
+// (docs/how-it-works.md, "Demand-driven"). At this distance the
 // waiter's safety-net polls (PollInterval/16 at first) keep a GET in
 // flight most of the time: one may be answered after the fill.
 //
@@ -113,29 +117,33 @@ func TestRoundTripsAtADistanceWithDefaultOptions(t *testing.T) {
 		waitedAt := <-waited
 		return b.since(&lb), b.rt.marks.Load() - marks, waitedAt.Sub(ledAt)
 	}
-	try := func(path string, want int64, run func() (n, marks int64, took time.Duration)) {
+	try := func(path string, want, wantMarks int64, run func() (n, marks int64, took time.Duration)) {
 		t.Helper()
 		var got []int64
 		for range 5 {
 			n, marks, took := run()
 			t.Logf("%s: %d round trips (%d marks reads), %.2f RTT", path, n, marks, float64(took)/float64(distanceRTT))
 			got = append(got, n)
-			if n <= want && marks == 0 {
+			if n <= want && marks <= wantMarks {
 				return
 			}
 		}
-		t.Errorf("%s: round trips %v in every attempt, or a marks read; want <= %d and none", path, got, want)
+		t.Errorf("%s: round trips %v in every attempt, or more marks reads; want <= %d and <= %d", path, got, want, wantMarks)
 	}
-	try("miss, warm", 3, miss)
-	try("waiter after the leader's fill, warm", 1, waiter)
+	try("miss, warm", 3, 0, miss)
+	try("waiter after the leader's fill, warm", 1, 0, waiter)
 	idle := func(run func() (int64, int64, time.Duration)) func() (int64, int64, time.Duration) {
 		return func() (int64, int64, time.Duration) {
-			time.Sleep(2 * defaultInvalidationWait) // the scenario: a process idle for longer than InvalidationWait
+			time.Sleep(3 * defaultInvalidationWait) // the scenario: a process idle for longer than 2δ
 			return run()
 		}
 	}
-	try("miss, after an idle pause", 3, idle(miss))
-	try("waiter after the leader's fill, after an idle pause", 1, idle(waiter))
+	try("miss, after an idle pause", 4, 1, idle(miss))
+	// After an idle pause the waiter's first decision reads the marks (the
+	// heartbeat had stopped), which shifts its safety-net polls: a poll's
+	// read and its claim attempt may both be answered after the fill, beside
+	// the wait and holding it up by neither (0.2–0.4 RTT after the leader).
+	try("waiter after the leader's fill, after an idle pause", 2, 0, idle(waiter))
 }
 
 // defaultInvalidationWait is Options.InvalidationWait's default.

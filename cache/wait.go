@@ -60,6 +60,12 @@ func (c *Cache[V]) wait(ctx context.Context, k keys, fn, fallback batchFunc[V], 
 		return l, true
 	}
 	for attempt := 0; wctx.Err() == nil; attempt++ {
+		// The heartbeat runs while the caller waits (see Cache.beat): a
+		// wait, unlike a lone decision, needs the marks' trust at a moment
+		// it cannot know, and a stampede's waiters are few and brief.
+		if c.beat != nil {
+			c.beat()
+		}
 		// A notification that carried the value answers without a round trip.
 		if e, ok := c.store.notified(wctx, k, sub); ok {
 			if l, done := c.waited(wctx, &e, &prev); done {

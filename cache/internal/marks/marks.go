@@ -49,9 +49,9 @@
 // Demand-driven. The heartbeat runs only while decisions want it, on the
 // credit they grant it: a check that finds no read recent enough to vouch
 // for a mark on its own asks the heartbeat (beatVouches), which tells it so
-// (Want); each heartbeat period in which one did grants it four PINGs, up
+// (Want); each heartbeat period in which one did grants it eight PINGs, up
 // to max(3 s, 4δ) of them, and it stops when they are spent, so that an
-// idle process sends Redis nothing and a decision costs at most four. A
+// idle process sends Redis nothing and a decision costs at most eight. A
 // stopped heartbeat starts again on a Want within 2δ of the previous one;
 // a Want after a longer quiet spell leaves it stopped (cache/internal/notify's
 // Heartbeat). Nothing in the argument above needs the heartbeats to be

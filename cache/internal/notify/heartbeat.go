@@ -149,8 +149,13 @@ func (n *hub) beatPlan() (every time.Duration, idle int) {
 // heartbeat (Want) grants it, up to the longest share's tail: a decision
 // alone costs Redis at most beatGrant PINGs, while under steady wants
 // (one a period) the grants outrun the PINGs and the tail builds up to
-// its full length in tail/(beatGrant−1) periods.
-const beatGrant = 4
+// its full length in tail/(beatGrant−1) periods. It is beatReach: a
+// decision that comes within reach of the previous one (and so keeps the
+// heartbeat going) finds it still running and its trust live, instead of
+// stopped a grant too early and its own decision left to read the marks
+// (with 4, misses 160 ms apart at a 40 ms round trip read them one time
+// in two: TestRoundTripsAtADistanceWithDefaultOptions).
+const beatGrant = beatReach
 
 // beatReach is how many periods after a Want another may come and still
 // start a stopped heartbeat; Wants less than a period apart count as one
