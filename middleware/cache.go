@@ -82,6 +82,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		own := f.ownResult(res.Outcome)
+		var ns *notStored
+		if own == nil && errors.As(err, &ns) && !ns.selects(&h.opts, kr) {
+			// It joined a run whose response is not stored and was made
+			// for a request it differs from: the requests of its variant
+			// that joined it share one run of their own.
+			if next := f.regroup(kr, ns); next != nil {
+				f = next
+				continue
+			}
+		}
 		if own != nil || err != nil || len(res.Value.VaryOn) == 0 {
 			h.respond(w, r, kr, own, res, err)
 			return

@@ -26,6 +26,13 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	h := f.h
 	now := time.Now()
 	v := h.opts.storage(resp, now)
+	if f.regrouped && v.reason == "" {
+		// A regrouped run's key is reached by no marker, and no unsafe
+		// request's invalidation reaches it: stored there, its response
+		// would answer a later regrouped request past a write. It answers
+		// the requests that regrouped with it, as a response not stored.
+		v = notStorable("a run of requests a joined run did not select", true)
+	}
 	// Surrogate keys (surrogate.go): the entry carries the response's tags;
 	// one with more than the cache allows answers its own request, not stored.
 	tags, tagErr := responseTags(resp.Header, h.opts.TagHeaders)
