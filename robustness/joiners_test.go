@@ -69,3 +69,41 @@ func TestCheckerCountsUnselectedJoiners(t *testing.T) {
 		t.Errorf("violations %q, want selected", got)
 	}
 }
+
+// The requests of one variant that joined a run it did not select share a
+// run of their own, on their variant's key: beside it, a request of the
+// variant that arrived after the joined run ended runs on the URL's key
+// (excused); two runs of the variant's joiners at once are a violation of
+// one compute, also when they passed by the cache.
+func TestCheckerJudgesRegroupedJoiners(t *testing.T) {
+	own := func(outcome, key, id string) wire.Response {
+		return wire.Response{Outcome: outcome, Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}}
+	}
+	build := func(second string) *History {
+		b := newHB()
+		alice := b.op("r0", wire.OpHTTPGet, "hj|auth=alice", 5, 205, own("miss", "hj|auth=alice", "c1"))
+		b.computeFor(alice, "c1", "hj|auth=alice", "r0", 10, 200, "failed")
+		joiner := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 50, 300, own("miss", "hj|lang=fr", "c2"))
+		b.computeFor(joiner, "c2", "hj|lang=fr", "r0", 210, 290, "ok")
+		switch second {
+		case "fresh": // invoked after alice's run ended: the URL's key
+			o := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 202, 320, own("miss", "hj|lang=fr", "c3"))
+			b.computeFor(o, "c3", "hj|lang=fr", "r0", 215, 310, "ok")
+		case "joiner", "bypass": // another joiner of alice's run
+			o := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 60, 320, own("miss", "hj|lang=fr", "c3"))
+			if second == "bypass" {
+				o.Resp.Outcome = "bypass"
+			}
+			b.computeFor(o, "c3", "hj|lang=fr", "r0", 215, 310, "ok")
+		}
+		return b.h
+	}
+	if vs, cov := CheckCoverage(testScenario, build("fresh")); len(vs) > 0 || cov.Unselected != 1 {
+		t.Errorf("a fresh request beside the joiners' run: violations %v, unselected joiners %d; want none and 1", vs, cov.Unselected)
+	}
+	for _, second := range []string{"joiner", "bypass"} {
+		if got := properties(Check(testScenario, build(second))); got != "one compute" {
+			t.Errorf("two runs of one variant's joiners (%s): violations %q, want one compute", second, got)
+		}
+	}
+}

@@ -68,6 +68,13 @@ var Bugs = []Bug{
 		New:   "case errors.As(err, &ns) && ns.shared != nil:",
 	},
 	{
+		Name:  "http-joiners-each-run",
+		Class: "requests of one variant that joined a run whose unstored response did not select them each run the handler for themselves",
+		File:  "middleware/cache.go",
+		Old:   "if next := f.regroup(kr, ns); next != nil {",
+		New:   "if next := f.regroup(kr, ns); next != nil && false {",
+	},
+	{
 		Name:  "delete-keeps-lease",
 		Class: "Delete leaves the recompute lease, so a compute in flight stores its outdated value after the Delete returned",
 		File:  "cache/internal/scripts/delete.lua",
