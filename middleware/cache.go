@@ -153,7 +153,8 @@ func (h *handler) respond(w http.ResponseWriter, r, kr *http.Request, own *produ
 	case errors.As(err, &hp):
 		http.Error(w, "handler failed", http.StatusBadGateway)
 	case errors.As(err, &ns), errors.Is(err, cache.ErrValueTooLarge), errors.Is(err, cache.ErrCodec):
-		// Not shareable, made for a request this one differs from, or not
+		// Not shareable, made for a request this one differs from (after
+		// the run of its variant's regrouped requests, too), or not
 		// stored: only the run that made it may answer with it. Run the
 		// handler for this request.
 		h.bypass(w, r)

@@ -53,8 +53,8 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		if v.shareable && (!tagged || v.failure) {
 			// It answers only the requests that would select it: those
 			// whose values of the headers it varies on are its request's
-			// (RFC 9111 §4.1). Each other request that joined the run runs
-			// the handler for itself.
+			// (RFC 9111 §4.1). The other requests that joined the run
+			// regroup by variant (fetch.regroup).
 			vary := union(f.vary, names)
 			ns.shared, ns.vary, ns.selection = &resp, vary, h.opts.Key(f.tmpl.get(), vary)
 		}
