@@ -51,6 +51,8 @@ type checker struct {
 	degradedIDs map[string]bool
 	out         []Violation
 	cov         Coverage
+	// regroupedMemo: regroupedRun's answers by compute ID.
+	regroupedMemo map[string]bool
 }
 
 // Coverage says how much of a history the core promise was judged on:

@@ -218,23 +218,43 @@ func (c *checker) writeOf(key string, tags []string, from, to time.Duration, rou
 // regroupedRun reports whether cp may be the handler run of requests that
 // joined a run of another principal's request for their route's URL, and
 // were not selected by its response (docs/http.md): its request was
-// invoked on cp's replica before a run of that URL for another principal
-// ended there, and cp began after that run ended. Such a run is on the key
-// of its variant, not the URL's: a request of its principal that arrives
-// after the joined run ended runs on the URL's key, beside it. Its response
-// is stored nowhere, so no purge fences it: it answers as without a cache.
-// Principals with a forwarded host (keyed) or a session cookie (passing by
-// the cache) share no run with others.
+// invoked on cp's replica before such a run there ended, and cp began after
+// it ended. Such a run is on the key of its variant, not the URL's: a
+// request of its principal that arrives after the joined run ended runs on
+// the URL's key, beside it. Its response is stored nowhere, so no purge
+// fences it: it answers as without a cache. A run that is itself a
+// regrouped one is joined by no request of another principal; principals
+// with a forwarded host (keyed) or a session cookie (passing by the cache)
+// share no run with others. A request whose run panicked, dropping the
+// connection, is sent again by the client's transport (a GET on a reused
+// connection): that request arrives when the panicked run ended.
 func (c *checker) regroupedRun(cp *Compute) bool {
+	if r, ok := c.regroupedMemo[cp.ID]; ok {
+		return r
+	}
+	r := c.regroupedRunOf(cp)
+	if c.regroupedMemo == nil {
+		c.regroupedMemo = map[string]bool{}
+	}
+	c.regroupedMemo[cp.ID] = r
+	return r
+}
+
+func (c *checker) regroupedRunOf(cp *Compute) bool {
 	route, principal := wire.HTTPKey(cp.Key)
 	if !isRouteKey(cp.Key) || !sharesURLKey(principal) {
 		return false
 	}
 	invoked := c.invoked(cp.Req)
 	for _, x := range c.h.Computes {
+		if x.Req == cp.Req && x.How == "panic" && x.Ended > 0 && x.Ended <= cp.Began {
+			invoked = max(invoked, x.Ended) // sent again after the dropped connection
+		}
+	}
+	for _, x := range c.h.Computes {
 		xr, xp := wire.HTTPKey(x.Key)
 		if xr == route && xp != principal && sharesURLKey(xp) && x.Replica == cp.Replica && x.How != "panic" &&
-			x.Ended > 0 && invoked < x.Ended && x.Ended <= cp.Began {
+			x.Ended > 0 && invoked < x.Ended && x.Ended <= cp.Began && !c.regroupedRun(x) {
 			return true
 		}
 	}
