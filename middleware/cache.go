@@ -82,6 +82,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		own := f.ownResult(res.Outcome)
+		var ns *notStored
+		if own == nil && errors.As(err, &ns) && !ns.selects(&h.opts, kr) {
+			// It joined a run whose response is not stored and was made
+			// for a request it differs from: the requests of its variant
+			// that joined it share one run of their own.
+			if next := f.regroup(kr, ns); next != nil {
+				f = next
+				continue
+			}
+		}
 		if own != nil || err != nil || len(res.Value.VaryOn) == 0 {
 			h.respond(w, r, kr, own, res, err)
 			return
@@ -143,7 +153,8 @@ func (h *handler) respond(w http.ResponseWriter, r, kr *http.Request, own *produ
 	case errors.As(err, &hp):
 		http.Error(w, "handler failed", http.StatusBadGateway)
 	case errors.As(err, &ns), errors.Is(err, cache.ErrValueTooLarge), errors.Is(err, cache.ErrCodec):
-		// Not shareable, made for a request this one differs from, or not
+		// Not shareable, made for a request this one differs from (after
+		// the run of its variant's regrouped requests, too), or not
 		// stored: only the run that made it may answer with it. Run the
 		// handler for this request.
 		h.bypass(w, r)

@@ -32,6 +32,7 @@ type fetch struct {
 	urlKey     string   // the key of the request's URL, where its marker lives
 	vary       []string // the request headers in key
 	generation string   // the marker's generation, for a variant
+	regrouped  bool     // a run of its own for requests a joined run did not select (regroup)
 	live       *lender
 
 	mu  sync.Mutex
@@ -50,6 +51,27 @@ func (f *fetch) follow(kr *http.Request, marker Response) *fetch {
 	vary := union(f.h.opts.VaryHeaders, marker.VaryOn)
 	key := variantKey(f.h.opts.Key(kr, vary), marker.Generation)
 	return &fetch{h: f.h, tmpl: f.tmpl, key: key, urlKey: f.urlKey, vary: vary, generation: marker.Generation}
+}
+
+// regroupGeneration is the generation of the keys unselected joiners
+// regroup on: no marker has it (a marker's is base 36), so no request
+// reaches them through one.
+const regroupGeneration = "-"
+
+// regroup returns the fetch that kr, a request that joined this fetch's
+// run and was not selected by its response (ns, not stored), runs instead:
+// on the key of kr's variant of the headers ns varies on, so that the
+// requests of one variant that joined the run share one run of their own,
+// through the cache's single flight and the fleet's lease, instead of each
+// running the handler for itself. Nil when the fetch is such a run already
+// (a request its response does not select either runs the handler for
+// itself: the rounds are bounded).
+func (f *fetch) regroup(kr *http.Request, ns *notStored) *fetch {
+	if f.regrouped || ns.shared == nil {
+		return nil
+	}
+	key := variantKey(f.h.opts.Key(kr, ns.vary), regroupGeneration)
+	return &fetch{h: f.h, tmpl: f.tmpl, key: key, urlKey: f.urlKey, vary: ns.vary, regrouped: true}
 }
 
 // ownResult returns what this fetch's own run produced, when the Fetch's

@@ -26,6 +26,13 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 	h := f.h
 	now := time.Now()
 	v := h.opts.storage(resp, now)
+	if f.regrouped && v.reason == "" {
+		// A regrouped run's key is reached by no marker, and no unsafe
+		// request's invalidation reaches it: stored there, its response
+		// would answer a later regrouped request past a write. It answers
+		// the requests that regrouped with it, as a response not stored.
+		v = notStorable("a run of requests a joined run did not select", true)
+	}
 	// Surrogate keys (surrogate.go): the entry carries the response's tags;
 	// one with more than the cache allows answers its own request, not stored.
 	tags, tagErr := responseTags(resp.Header, h.opts.TagHeaders)
@@ -46,8 +53,8 @@ func (f *fetch) store(ctx context.Context, resp Response, prev *Response) (store
 		if v.shareable && (!tagged || v.failure) {
 			// It answers only the requests that would select it: those
 			// whose values of the headers it varies on are its request's
-			// (RFC 9111 §4.1). Each other request that joined the run runs
-			// the handler for itself.
+			// (RFC 9111 §4.1). The other requests that joined the run
+			// regroup by variant (fetch.regroup).
 			vary := union(f.vary, names)
 			ns.shared, ns.vary, ns.selection = &resp, vary, h.opts.Key(f.tmpl.get(), vary)
 		}

@@ -51,6 +51,8 @@ type checker struct {
 	degradedIDs map[string]bool
 	out         []Violation
 	cov         Coverage
+	// regroupedMemo: regroupedRun's answers by compute ID.
+	regroupedMemo map[string]bool
 }
 
 // Coverage says how much of a history the core promise was judged on:
@@ -70,8 +72,9 @@ type Coverage struct {
 	Recomputes, RecomputesExcused int
 	// Unselected counts the requests of the joiners' route (opJoin) that
 	// joined a run of another principal's request and were answered by a
-	// handler run of their own (a bypass): each would have been a
-	// violation of selected had the run's response answered it.
+	// handler run of their variant's (see checker.regroupedRun) or their
+	// own (a bypass): each would have been a violation of selected had the
+	// run's response answered it.
 	Unselected int
 }
 

@@ -58,7 +58,7 @@ func (c *checker) oneCompute() {
 	}
 	byKey := map[string][]*Compute{}
 	for _, cp := range c.h.Computes {
-		if o := c.byReq[cp.Req]; o != nil && o.Resp.Outcome == "bypass" {
+		if o := c.byReq[cp.Req]; o != nil && o.Resp.Outcome == "bypass" && !c.joinerBypass(o) {
 			continue // a request that passes by the cache runs the handler of its own (docs/http.md)
 		}
 		k := cp.Key
@@ -82,8 +82,16 @@ func (c *checker) oneCompute() {
 				// not under overload: a slow Redis is not a down one.
 				c.cov.Overlaps++
 				excused := (degraded[a.ID] || degraded[b.ID]) && !c.overloaded(from, max(aEnd, bEnd))
+				// The run of a variant's requests that a joined run did not
+				// select, beside a run its URL's next request began: the
+				// middleware's two keys (docs/http.md). Two such runs of
+				// one variant never overlap.
+				excused = excused || c.regroupedRun(a) != c.regroupedRun(b)
+				// Nothing writes the joiners' route: its responses are not
+				// stored, untagged, and no unsafe request is sent to it.
+				route, _ := wire.HTTPKey(a.Key)
 				if excused || c.broken(a.Replica, b.Replica, from, max(aEnd, bEnd)) ||
-					c.writeDuring(a.Key, c.computeTags(a, b), from, max(aEnd, bEnd)) {
+					route != joinKey && c.writeDuring(a.Key, c.computeTags(a, b), from, max(aEnd, bEnd)) {
 					c.cov.Excused++
 					continue
 				}
@@ -205,4 +213,74 @@ func (c *checker) writeOf(key string, tags []string, from, to time.Duration, rou
 		}
 	}
 	return false
+}
+
+// regroupedRun reports whether cp may be the handler run of requests that
+// joined a run of another principal's request for their route's URL, and
+// were not selected by its response (docs/http.md): its request was
+// invoked on cp's replica before such a run there ended, and cp began after
+// it ended. Such a run is on the key of its variant, not the URL's: a
+// request of its principal that arrives after the joined run ended runs on
+// the URL's key, beside it. Its response is stored nowhere, so no purge
+// fences it: it answers as without a cache. A run that is itself a
+// regrouped one is joined by no request of another principal; principals
+// with a forwarded host (keyed) or a session cookie (passing by the cache)
+// share no run with others. A request whose run panicked, dropping the
+// connection, is sent again by the client's transport (a GET on a reused
+// connection): that request arrives when the panicked run ended.
+func (c *checker) regroupedRun(cp *Compute) bool {
+	if r, ok := c.regroupedMemo[cp.ID]; ok {
+		return r
+	}
+	r := c.regroupedRunOf(cp)
+	if c.regroupedMemo == nil {
+		c.regroupedMemo = map[string]bool{}
+	}
+	c.regroupedMemo[cp.ID] = r
+	return r
+}
+
+func (c *checker) regroupedRunOf(cp *Compute) bool {
+	route, principal := wire.HTTPKey(cp.Key)
+	if !isRouteKey(cp.Key) || !sharesURLKey(principal) {
+		return false
+	}
+	invoked := c.invoked(cp.Req)
+	for _, x := range c.h.Computes {
+		if x.Req == cp.Req && x.How == "panic" && x.Ended > 0 && x.Ended <= cp.Began {
+			invoked = max(invoked, x.Ended) // sent again after the dropped connection
+		}
+	}
+	for _, x := range c.h.Computes {
+		xr, xp := wire.HTTPKey(x.Key)
+		if xr == route && xp != principal && sharesURLKey(xp) && x.Replica == cp.Replica && x.How != "panic" &&
+			x.Ended > 0 && invoked < x.Ended && x.Ended <= cp.Began && !c.regroupedRun(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// joinerBypass reports whether o is a request of the joiners' route
+// answered by a handler run of its own (a bypass): its principal shares the
+// URL's key, so it passed by the cache only after joining a run whose
+// response did not select it (or its regrouped run's did not). Such runs
+// are judged: the requests of one variant regroup, so two of them never
+// overlap.
+func (c *checker) joinerBypass(o *Op) bool {
+	route, principal := wire.HTTPKey(o.Req.Key)
+	return o.Req.Op == wire.OpHTTPGet && route == joinKey && sharesURLKey(principal)
+}
+
+// regrouped is regroupedRun of the compute with ID id, if there is one.
+func (c *checker) regrouped(id string) bool {
+	cp := c.computes[id]
+	return cp != nil && c.regroupedRun(cp)
+}
+
+// sharesURLKey reports whether a request of principal is keyed by its
+// route's URL, with the requests of other principals that the responses
+// tell apart (a credential, a cookie the route varies on).
+func sharesURLKey(principal string) bool {
+	return !strings.Contains(principal, "host=") && !strings.Contains(principal, "session=")
 }

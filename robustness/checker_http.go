@@ -25,7 +25,12 @@ func (c *checker) selected() {
 	for _, o := range c.h.Ops {
 		route, principal := wire.HTTPKey(o.Req.Key)
 		// A session cookie passes by the cache before any run is joined.
-		if o.Req.Op == wire.OpHTTPGet && route == joinKey && o.Resp.Outcome == "bypass" && !strings.Contains(principal, "session=") {
+		if o.Req.Op != wire.OpHTTPGet || route != joinKey || strings.Contains(principal, "session=") {
+			continue
+		}
+		if o.Resp.Outcome == "bypass" {
+			c.cov.Unselected++ // past the regrouped run: a handler run of its own
+		} else if v := o.Resp.Value; v != nil && c.regrouped(v.ID) {
 			c.cov.Unselected++
 		}
 	}

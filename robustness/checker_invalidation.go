@@ -47,10 +47,12 @@ func (c *checker) invalidations() {
 			if isRouteKey(a.key) != (inv.Req.Op == wire.OpHTTPPurge) {
 				continue // the middleware's entries live in a cache of their own, purged by surrogate key
 			}
-			if a.outcome == "bypass" || a.v.Unstored && a.outcome == "miss" {
+			if a.outcome == "bypass" || (a.v.Unstored || c.regrouped(a.v.ID)) && a.outcome == "miss" {
 				// A request that passes by the cache, or whose run's tagged
-				// response is not stored, gets its own handler run's
-				// answer, as without a cache (docs/http.md, "Purging").
+				// response is not stored (stale on arrival, or a run of
+				// requests a joined run did not select), gets its own
+				// handler run's answer, as without a cache (docs/http.md,
+				// "Purging").
 				continue
 			}
 			if inv.Req.Op != wire.OpClear && !overlaps(a.v.Tags, inv.Req.Tags) {

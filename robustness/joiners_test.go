@@ -69,3 +69,84 @@ func TestCheckerCountsUnselectedJoiners(t *testing.T) {
 		t.Errorf("violations %q, want selected", got)
 	}
 }
+
+// The requests of one variant that joined a run it did not select share a
+// run of their own, on their variant's key: beside it, a request of the
+// variant that arrived after the joined run ended runs on the URL's key
+// (excused); two runs of the variant's joiners at once are a violation of
+// one compute, also when they passed by the cache.
+func TestCheckerJudgesRegroupedJoiners(t *testing.T) {
+	own := func(outcome, key, id string) wire.Response {
+		return wire.Response{Outcome: outcome, Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}}
+	}
+	build := func(second string) *History {
+		b := newHB()
+		alice := b.op("r0", wire.OpHTTPGet, "hj|auth=alice", 5, 205, own("miss", "hj|auth=alice", "c1"))
+		b.computeFor(alice, "c1", "hj|auth=alice", "r0", 10, 200, "failed")
+		joiner := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 50, 300, own("miss", "hj|lang=fr", "c2"))
+		b.computeFor(joiner, "c2", "hj|lang=fr", "r0", 210, 290, "ok")
+		switch second {
+		case "fresh": // invoked after alice's run ended: the URL's key
+			o := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 202, 320, own("miss", "hj|lang=fr", "c3"))
+			b.computeFor(o, "c3", "hj|lang=fr", "r0", 215, 310, "ok")
+		case "joiner", "bypass": // another joiner of alice's run
+			o := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 60, 320, own("miss", "hj|lang=fr", "c3"))
+			if second == "bypass" {
+				o.Resp.Outcome = "bypass"
+			}
+			b.computeFor(o, "c3", "hj|lang=fr", "r0", 215, 310, "ok")
+		}
+		return b.h
+	}
+	if vs, cov := CheckCoverage(testScenario, build("fresh")); len(vs) > 0 || cov.Unselected != 1 {
+		t.Errorf("a fresh request beside the joiners' run: violations %v, unselected joiners %d; want none and 1", vs, cov.Unselected)
+	}
+	for _, second := range []string{"joiner", "bypass"} {
+		if got := properties(Check(testScenario, build(second))); got != "one compute" {
+			t.Errorf("two runs of one variant's joiners (%s): violations %q, want one compute", second, got)
+		}
+	}
+}
+
+// What a request may have joined: a regrouped run is on its variant's key,
+// where no request of another principal joins it; and a request whose run
+// panicked is sent again by the client's transport when the connection
+// drops, so it arrives anew then.
+func TestCheckerRegroupedRunsJoinOnlyURLRuns(t *testing.T) {
+	own := func(key, id string) wire.Response {
+		return wire.Response{Outcome: "miss", Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}}
+	}
+	t.Run("beside a regrouped run", func(t *testing.T) {
+		b := newHB()
+		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 5, 205, own("hj|auth=bob", "c1"))
+		b.computeFor(bob, "c1", "hj|auth=bob", "r0", 10, 200, "ok")
+		a1 := b.op("r0", wire.OpHTTPGet, "hj|auth=alice", 50, 405, own("hj|auth=alice", "c2"))
+		b.computeFor(a1, "c2", "hj|auth=alice", "r0", 205, 400, "ok") // regrouped after bob's run
+		fr := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 60, 305, own("hj|lang=fr", "c3"))
+		b.computeFor(fr, "c3", "hj|lang=fr", "r0", 205, 300, "ok") // regrouped after bob's run
+		other := b.op("r1", wire.OpHTTPGet, "hj|auth=bob", 235, 315, own("hj|auth=bob", "c5"))
+		b.computeFor(other, "c5", "hj|auth=bob", "r1", 240, 310, "ok")
+		// Invoked while fr's regrouped run went on, it waited for the URL's
+		// lease (r1's run), then ran on the URL's key beside c2.
+		a2 := b.op("r0", wire.OpHTTPGet, "hj|auth=alice", 250, 425, own("hj|auth=alice", "c4"))
+		b.computeFor(a2, "c4", "hj|auth=alice", "r0", 312, 420, "ok")
+		if vs := Check(testScenario, b.h); len(vs) > 0 {
+			t.Errorf("violations %v, want none", vs)
+		}
+	})
+	t.Run("sent again after a panic", func(t *testing.T) {
+		b := newHB()
+		alice := b.op("r0", wire.OpHTTPGet, "hj|auth=alice", 5, 205, own("hj|auth=alice", "c1"))
+		b.computeFor(alice, "c1", "hj|auth=alice", "r0", 10, 200, "ok")
+		r := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 50, 395, wire.Response{Err: "panic"})
+		b.computeFor(r, "c2", "hj|lang=fr", "r0", 205, 300, "panic") // regrouped after alice's run
+		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 90, 305, own("hj|auth=bob", "c5"))
+		b.computeFor(bob, "c5", "hj|auth=bob", "r0", 100, 298, "ok")
+		q := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 150, 405, own("hj|lang=fr", "c3"))
+		b.computeFor(q, "c3", "hj|lang=fr", "r0", 301, 400, "ok") // regrouped after bob's run
+		b.computeFor(r, "c4", "hj|lang=fr", "r0", 301, 390, "ok") // r sent again: the URL's key
+		if vs := Check(testScenario, b.h); len(vs) > 0 {
+			t.Errorf("violations %v, want none", vs)
+		}
+	})
+}

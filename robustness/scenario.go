@@ -166,22 +166,40 @@ func (r *run) client(rep *Replica, twin bool, rng *rand.Rand, end time.Time) {
 		if update {
 			r.origin.Write(req.Key)
 		}
-		op := &Op{Replica: rep.Name, Req: req, Invoke: r.clock.now()}
-		if twin && !strings.HasPrefix(req.Op, "http-") {
-			req.Twin, op.Req.Twin = true, true
-			op.Replica = rep.Name + wire.TwinSuffix
+		var pair sync.WaitGroup
+		if route, _ := wire.HTTPKey(req.Key); req.Op == wire.OpHTTPGet && route == joinKey && rng.IntN(2) == 0 {
+			// A second request of the same principal at once (noise
+			// flipped): when a run of another principal's is in flight,
+			// both join it and neither is selected by its response; they
+			// must share one run of their variant's (docs/http.md).
+			second := req
+			second.ID, second.Noise = r.nextID.Add(1), !req.Noise
+			pair.Go(func() { r.call(rep, second, false) })
 		}
-		resp, ok := rep.Do(req, req.Deadline+answerGrace)
-		op.Return, op.Resp, op.Unknown = r.clock.now(), resp, !ok
-		if ok && resp.Invoked != 0 { // the call's own interval, inside the one seen from here
-			op.Invoke, op.Return = r.clock.at(resp.Invoked), r.clock.at(resp.Returned)
-		}
-		r.hist.addOp(op)
+		ok := r.call(rep, req, twin)
+		pair.Wait()
 		if !ok {
 			// The replica died (or hangs): wait for its next incarnation.
 			time.Sleep(50 * time.Millisecond) // pacing a retry loop against a dead process, not synchronisation
 		}
 	}
+}
+
+// call sends req to rep (to its twin cache when twin, for the cache's
+// operations) and records it; ok is false when no answer came.
+func (r *run) call(rep *Replica, req wire.Request, twin bool) (ok bool) {
+	op := &Op{Replica: rep.Name, Req: req, Invoke: r.clock.now()}
+	if twin && !strings.HasPrefix(req.Op, "http-") {
+		req.Twin, op.Req.Twin = true, true
+		op.Replica = rep.Name + wire.TwinSuffix
+	}
+	resp, ok := rep.Do(req, req.Deadline+answerGrace)
+	op.Return, op.Resp, op.Unknown = r.clock.now(), resp, !ok
+	if ok && resp.Invoked != 0 { // the call's own interval, inside the one seen from here
+		op.Invoke, op.Return = r.clock.at(resp.Invoked), r.clock.at(resp.Returned)
+	}
+	r.hist.addOp(op)
+	return ok
 }
 
 // answerGrace is how long past its deadline an operation may take before

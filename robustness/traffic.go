@@ -71,9 +71,11 @@ const opUpdate = "update"
 // different principals to variant keys of their own. Concurrent requests
 // on one replica, whoever they are, join one handler run, and its
 // response may answer only the joiners its own request selects (RFC 9111
-// §4.1: the same credential and language cookie); each other joiner runs
-// the handler for itself (docs/http.md). The compute is slow enough for
-// the requests of the replica's other clients to arrive while it runs.
+// §4.1: the same credential and language cookie); the other joiners
+// regroup, one run per variant (docs/http.md). Half of them come with a
+// second request of the same principal at once (run.client), so that two
+// joiners of one variant are common. The compute is slow enough for the
+// requests of the replica's other clients to arrive while it runs.
 const opJoin = "http-join"
 
 // joinKey is the joiners' route key (the URL /v/hj).

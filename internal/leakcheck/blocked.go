@@ -31,6 +31,10 @@ func WaitBlocked(t testing.TB, frame string, n int, timeout time.Duration) {
 	}
 }
 
+// CountParked returns the number of parked goroutines (see [parked]) whose
+// stack contains frame: for a test that waits on one of several states.
+func CountParked(frame string) int { return countParked(frame) }
+
 // countParked returns the number of parked goroutines whose stack contains
 // frame.
 func countParked(frame string) int {

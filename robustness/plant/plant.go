@@ -63,9 +63,16 @@ var Bugs = []Bug{
 	{
 		Name:  "http-joiner-unselected",
 		Class: "a response that is not stored answers every request that joined its run, whatever it varies on",
+		File:  "middleware/store.go",
+		Old:   "return n.shared != nil && o.Key(kr, n.vary) == n.selection",
+		New:   "return n.shared != nil",
+	},
+	{
+		Name:  "http-joiners-each-run",
+		Class: "requests of one variant that joined a run whose unstored response did not select them each run the handler for themselves",
 		File:  "middleware/cache.go",
-		Old:   "case errors.As(err, &ns) && ns.selects(&h.opts, kr):",
-		New:   "case errors.As(err, &ns) && ns.shared != nil:",
+		Old:   "if next := f.regroup(kr, ns); next != nil {",
+		New:   "if next := f.regroup(kr, ns); next != nil && false {",
 	},
 	{
 		Name:  "delete-keeps-lease",
