@@ -34,6 +34,10 @@ import (
 // a redis-server of the test's own), driven by a bounded schedule; they
 // are not waits for an event.
 func TestCommandsPerReadDoNotGrowWithAFleetSpreadThin(t *testing.T) {
+	// Parallel: it waits on its own redis-server's schedule, and counts
+	// commands, not time (docs/testing.md: the tests that spend their time
+	// waiting run four at a time).
+	t.Parallel()
 	small := sparseFleetCost(t, 8, 6*time.Second)
 	large := sparseFleetCost(t, 160, 6*time.Second)
 	t.Logf("FIGURE 8 replicas: %s", small)
