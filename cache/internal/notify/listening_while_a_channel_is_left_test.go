@@ -37,6 +37,44 @@ func outboxLen(n *Notifier, c *psConn) int {
 	return len(c.outbox)
 }
 
+// holdOutbox checks that c's outbox begins with requests of the kinds
+// want, and takes those from index from on out of the sender's reach,
+// returning them for releaseHeld: the test decides when they go.
+func holdOutbox(t *testing.T, n *Notifier, c *psConn, from int, want ...sendKind) []sendReq {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, k := range want {
+		if i >= len(c.outbox) || c.outbox[i].kind != k {
+			t.Fatalf("outbox: %+v, want kinds %v first", c.outbox, want)
+		}
+	}
+	held := append([]sendReq(nil), c.outbox[from:]...)
+	c.outbox = c.outbox[:from]
+	return held
+}
+
+// releaseHeld queues held (see holdOutbox) on c again.
+func releaseHeld(n *Notifier, c *psConn, held []sendReq) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, req := range held {
+		n.enqueueLocked(c, req)
+	}
+}
+
+// waitUnsubscribed waits until n has read the confirmation of every
+// UNSUBSCRIBE of ch it sent.
+func waitUnsubscribed(t *testing.T, n *Notifier, ch string) {
+	t.Helper()
+	waitFor(t, "the UNSUBSCRIBE's confirmation to be read", func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		st := n.chans[ch]
+		return st != nil && st.unsubs == 0
+	})
+}
+
 // The leaver's SUBSCRIBE is confirmed after the newcomer registered its
 // handler, while the leaver's UNSUBSCRIBE is still to come: that
 // confirmation is not the newcomer's.
@@ -62,29 +100,14 @@ func TestListeningIsNotOpenedByALeaversSubscribe(t *testing.T) {
 	listened := make(chan error, 1)
 	go func() { listened <- b.Listen(ctx, ch, func(string) {}) }()
 	waitFor(t, "b's SUBSCRIBE and barrier queued", func() bool { return outboxLen(keep, c) == 5 })
-	keep.mu.Lock()
-	if c.outbox[2].kind != sendUnsubscribe || c.outbox[3].kind != sendSubscribe {
-		keep.mu.Unlock()
-		t.Fatalf("outbox: %+v, want a's SUBSCRIBE, barrier, UNSUBSCRIBE, then b's SUBSCRIBE", c.outbox)
-	}
-	held := append([]sendReq(nil), c.outbox[3:]...)
-	c.outbox = c.outbox[:3]
-	keep.mu.Unlock()
+	// a's SUBSCRIBE, its barrier, its UNSUBSCRIBE, then b's SUBSCRIBE.
+	held := holdOutbox(t, keep, c, 3, sendSubscribe, sendPing, sendUnsubscribe, sendSubscribe)
 	thaw()
-	waitFor(t, "a's UNSUBSCRIBE confirmed", func() bool {
-		keep.mu.Lock()
-		defer keep.mu.Unlock()
-		st := keep.chans[ch]
-		return st != nil && st.unsubs == 0
-	})
+	waitUnsubscribed(t, keep, ch)
 	if n := listening.Load(); n != 0 {
 		t.Errorf("b's OnListening ran %d times on a's SUBSCRIBE, which a's UNSUBSCRIBE undid: b's L1 filled while nothing was subscribed", n)
 	}
-	keep.mu.Lock()
-	for _, req := range held {
-		keep.enqueueLocked(c, req)
-	}
-	keep.mu.Unlock()
+	releaseHeld(keep, c, held)
 	if err := <-listened; err != nil {
 		t.Fatal(err)
 	}
@@ -129,32 +152,17 @@ func TestHeartbeatDoesNotVouchForAShareAcrossALeaversUnsubscribe(t *testing.T) {
 	listened := make(chan error, 1)
 	go func() { listened <- b.Listen(ctx, ch, func(string) { heardB.Add(1) }) }()
 	waitFor(t, "b's SUBSCRIBE and barrier queued", func() bool { return outboxLen(keep, c) == 4 })
-	keep.mu.Lock()
-	if c.outbox[0].kind != sendBeat || c.outbox[1].kind != sendUnsubscribe || c.outbox[2].kind != sendSubscribe {
-		keep.mu.Unlock()
-		t.Fatalf("outbox: %+v, want the beat, a's UNSUBSCRIBE, b's SUBSCRIBE", c.outbox)
-	}
-	held := append([]sendReq(nil), c.outbox[2:]...)
-	c.outbox = c.outbox[:2]
-	keep.mu.Unlock()
+	// The beat, a's UNSUBSCRIBE, then b's SUBSCRIBE.
+	held := holdOutbox(t, keep, c, 2, sendBeat, sendUnsubscribe, sendSubscribe)
 	thaw()
-	waitFor(t, "a's UNSUBSCRIBE confirmed", func() bool {
-		keep.mu.Lock()
-		defer keep.mu.Unlock()
-		st := keep.chans[ch]
-		return st != nil && st.unsubs == 0
-	})
+	waitUnsubscribed(t, keep, ch)
 	coveredBefore := beatsB.count() // the beat's answer came before the UNSUBSCRIBE's confirmation
 	// Published while ch has no subscription on the socket: lost to b.
 	published := clock()
 	if err := pub.Publish(ctx, ch, "announcement").Err(); err != nil {
 		t.Fatal(err)
 	}
-	keep.mu.Lock()
-	for _, req := range held {
-		keep.enqueueLocked(c, req)
-	}
-	keep.mu.Unlock()
+	releaseHeld(keep, c, held)
 	if err := <-listened; err != nil {
 		t.Fatal(err)
 	}

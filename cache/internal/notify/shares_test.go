@@ -297,29 +297,13 @@ func TestListeningOnAChannelBeingLeftWaitsForItsSubscribe(t *testing.T) {
 		defer b.mu.Unlock()
 		return len(c.outbox) == 3 // the UNSUBSCRIBE, b's SUBSCRIBE, its barrier
 	})
-	b.mu.Lock()
-	if c.outbox[0].kind != sendUnsubscribe || c.outbox[1].kind != sendSubscribe {
-		b.mu.Unlock()
-		t.Fatalf("outbox: %+v, want the UNSUBSCRIBE then b's SUBSCRIBE", c.outbox)
-	}
-	held := c.outbox[1:]
-	c.outbox = c.outbox[:1]
-	b.mu.Unlock()
+	held := holdOutbox(t, b, c, 1, sendUnsubscribe, sendSubscribe)
 	thaw()
-	waitFor(t, "the UNSUBSCRIBE's confirmation to be read", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		st := b.chans[ch]
-		return st != nil && st.unsubs == 0
-	})
+	waitUnsubscribed(t, b, ch)
 	if n := listening.Load(); n != 0 {
 		t.Fatalf("b's OnListening ran %d times before its SUBSCRIBE was sent", n)
 	}
-	b.mu.Lock()
-	for _, req := range held {
-		b.enqueueLocked(c, req)
-	}
-	b.mu.Unlock()
+	releaseHeld(b, c, held)
 	if err := <-listened; err != nil {
 		t.Fatal(err)
 	}
