@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -234,7 +235,9 @@ func TestSlowingRedisNeverDegrades(t *testing.T) {
 			observer := cache.ObserverFunc(func(_ context.Context, e cache.Event) {
 				if e.Kind == cache.EventRedisError && !cache.UnderLoad(e.Err) {
 					outages.Add(1)
-					t.Logf("Redis error taken for an outage: %v", e.Err)
+					// The stack names the path that took it for one: the
+					// observer runs on the goroutine that met the error.
+					t.Logf("Redis error taken for an outage: %v\n%s", e.Err, debug.Stack())
 				}
 			})
 			fleet := fleetOn(t, p.Addr(), cfg.opts, cache.Options{RedisTimeout: 250 * time.Millisecond, Observer: observer})
