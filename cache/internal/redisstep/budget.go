@@ -186,6 +186,15 @@ func BrokenConn(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
+// NoReply reports whether err says that Redis did not answer (a timeout,
+// a closed, reset or refused connection, the step's context ended): not a
+// reply, not even an error reply. A step that sends several commands
+// (a pipeline, or a script whose command keeps its own error) returns
+// such an error as its own, so that Run judges it (load or outage) and
+// learns no round trip from it; an error reply (NOSCRIPT, WRONGTYPE) stays
+// the command's.
+func NoReply(err error) bool { return err != nil && !isReply(err) }
+
 // attempt runs step, and again while it fails on a broken connection, the
 // client's pools still hold idle connections that may have died the same
 // way, and ctx lasts.

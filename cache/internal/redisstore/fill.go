@@ -61,9 +61,10 @@ func (s *Store) ClaimMany(ctx context.Context, ks []rediskey.Names, each func(i 
 			cmds[i] = scripts.Claim.EvalSha(ctx, pipe, []string{k.Value, k.Lease()}, tokens[i], ttl)
 		}
 		genCmd := pipe.HGet(ctx, invKey, "g")
-		if _, err := pipe.Exec(ctx); redisstep.BrokenConn(err) {
-			return replies{}, err // every command met it: run the step again
-		} // other errors are per command
+		_, _ = pipe.Exec(ctx)
+		if err := noReply(genCmd, cmds...); err != nil {
+			return replies{}, err // the step's failure, judged by its budget
+		} // error replies are per command
 		// A node that lacks the script took no claim: send it the script
 		// itself (a Cluster's nodes may differ).
 		var retry redis.Pipeliner
@@ -76,7 +77,8 @@ func (s *Store) ClaimMany(ctx context.Context, ks []rediskey.Names, each func(i 
 			}
 		}
 		if retry != nil {
-			if _, err := retry.Exec(ctx); redisstep.BrokenConn(err) {
+			_, _ = retry.Exec(ctx)
+			if err := noReply(nil, cmds...); err != nil {
 				return replies{}, err
 			}
 		}
@@ -162,8 +164,8 @@ func (s *Store) FillMany(ctx context.Context, fills []Fill, each func(i int, f F
 		if len(fills) == 1 {
 			if args[0] != nil {
 				cmds[0] = scripts.Fill.Run(ctx, s.rdb, fillKeys(fills[0].K), args[0]...)
-				if err := cmds[0].Err(); redisstep.BrokenConn(err) {
-					return nil, err // run the step again
+				if err := cmds[0].Err(); redisstep.NoReply(err) {
+					return nil, err // the step's failure, judged by its budget
 				}
 			}
 			return cmds, nil
@@ -174,9 +176,10 @@ func (s *Store) FillMany(ctx context.Context, fills []Fill, each func(i int, f F
 				cmds[i] = scripts.Fill.Eval(ctx, pipe, fillKeys(f.K), args[i]...)
 			}
 		}
-		if _, err := pipe.Exec(ctx); redisstep.BrokenConn(err) {
-			return nil, err // every command met it: run the step again
-		} // other errors are per command
+		_, _ = pipe.Exec(ctx)
+		if err := noReply(nil, cmds...); err != nil {
+			return nil, err // the step's failure, judged by its budget
+		} // error replies are per command
 		return cmds, nil
 	})
 	if err != nil {
@@ -285,4 +288,27 @@ func (s *Store) Abandon(ctx context.Context, k rediskey.Names, token string) {
 	case n == 0:
 		s.h.Rejected(ctx, k.Key)
 	}
+}
+
+// noReply is the first error among cmds (and first, when not nil) that is
+// not Redis' reply: a command cut at the step's deadline, or whose
+// connection broke or was refused (see redisstep.NoReply). A pipeline
+// whose read failed hands that error to every command still unanswered,
+// and Exec returns the first command's error, which may be an error reply
+// ahead of it.
+func noReply(first redis.Cmder, cmds ...*redis.Cmd) error {
+	if first != nil {
+		if err := first.Err(); redisstep.NoReply(err) {
+			return err
+		}
+	}
+	for _, c := range cmds {
+		if c == nil {
+			continue
+		}
+		if err := c.Err(); redisstep.NoReply(err) {
+			return err
+		}
+	}
+	return nil
 }

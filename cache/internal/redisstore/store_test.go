@@ -21,6 +21,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 type reports struct {
 	mu                  sync.Mutex
 	failed, ok, noted   int
+	failedErrs          []error // what Failed was told, in order
 	rejected, refilled  []string
 	extended, leaseLost []string
 }
@@ -50,15 +51,22 @@ func newStore(t *testing.T) (*Store, *reports, string) {
 
 // storeOn returns a Store of namespace ns on rdb, closed at cleanup, whose
 // hooks report to r and whose background work goes to spawn.
-func storeOn(t *testing.T, rdb redis.UniversalClient, ns string, r *reports, spawn func(string, func(context.Context))) *Store {
+// tune, if any, adjusts its configuration.
+func storeOn(t *testing.T, rdb redis.UniversalClient, ns string, r *reports, spawn func(string, func(context.Context)), tune ...func(*Config)) *Store {
 	t.Helper()
-	s := New(rdb, Config{
+	cfg := Config{
 		Namespace: ns, InvalidationChannel: "stampede:{" + ns + "}:invalidate",
 		RedisTimeout: time.Second, WaitTimeout: time.Second, LeaseTTL: 3 * time.Second, KeepFor: time.Second,
 		ErrRedisTimeout: errors.New("test: timeout"), ErrClosed: errors.New("test: closed"),
 		Marks: &marks.Marks{Trust: time.Second, Base: time.Now()},
-	}, Hooks{
-		Failed:    func(context.Context, error) { r.add(func() { r.failed++ }) },
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	s := New(rdb, cfg, Hooks{
+		Failed: func(_ context.Context, err error) {
+			r.add(func() { r.failed, r.failedErrs = r.failed+1, append(r.failedErrs, err) })
+		},
 		Noted:     func(context.Context, error) { r.add(func() { r.noted++ }) },
 		OK:        func(context.Context) { r.add(func() { r.ok++ }) },
 		Rejected:  func(_ context.Context, k string) { r.add(func() { r.rejected = append(r.rejected, k) }) },
