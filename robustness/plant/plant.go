@@ -159,6 +159,13 @@ var Bugs = []Bug{
 		New:   "\t\tfor _, fn := range fns[:1] {\n\t\t\tfn(payload)\n\t\t}\n",
 	},
 	{
+		Name:  "step-hides-its-cut",
+		Class: "a claim or fill cut at its budget passes as answered, and its raw timeout is taken for an outage: callers compute locally while Redis merely slows",
+		File:  "cache/internal/redisstep/budget.go",
+		Old:   "func NoReply(err error) bool { return err != nil && !isReply(err) }",
+		New:   "func NoReply(err error) bool { return BrokenConn(err) }",
+	},
+	{
 		Name:  "quorum-majority-off-by-one",
 		Class: "the quorum lease granted by half the servers, not a majority: two holders at once",
 		File:  "lease/quorum.go",
