@@ -252,7 +252,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 		rs.p.Notifier().Start()
 		c.beat = rs.p.Notifier().Start
 		if rs.p.Budget().Timeout() > 0 {
-			c.releaseProbe = redisstore.ProbeIdle(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating)
+			c.releaseProbe = redisstore.ProbeIdle(rdb.(*redis.Client), rs.p.Budget().Heard, rs.p.Notifier().Beating, rs.p.Budget().Answered)
 		}
 	}
 	c.initObserver()

@@ -458,6 +458,11 @@ func (b Budget) Longest() time.Duration {
 	return b.h.ceil
 }
 
+// Answered reports whether a step of the budget's client got a reply
+// within the last d (its caches share what they observe of the client);
+// false without a budget of our own.
+func (b Budget) Answered(d time.Duration) bool { return b.h != nil && b.h.stepsAnswering(d) }
+
 // Calm reports whether a step starting now has RedisTimeout as its budget:
 // Redis answers within it (or there is no budget of our own).
 func (b Budget) Calm() bool { return b.h == nil || b.h.rto() <= b.d }

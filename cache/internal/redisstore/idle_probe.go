@@ -22,11 +22,12 @@ import (
 // runs where the heartbeat ran: on a client that talks to one server
 // (cache's oneServer), with a budget of our own.
 
-// probeEvery is the idle probe's period: half a command a second per
-// client. A round trip that rises (Redis slowing as load comes) is
-// followed within two probes, the budget's estimator following a rise
-// with a gain of 1/2.
-const probeEvery = 2 * time.Second
+// probeEvery is the idle probe's period: at most half a command a second
+// per client, none while its steps are answered. A round trip that rises
+// (Redis slowing as load comes) is followed within two probes, the
+// budget's estimator following a rise with a gain of 1/2. A variable for
+// the package's tests.
+var probeEvery = 2 * time.Second
 
 // probeTimeout bounds one probe: a reply slower than that teaches nothing
 // a step's own budget would not.
@@ -49,10 +50,12 @@ type probe struct {
 }
 
 // probeListener is one cache's registration with its client's probe:
-// its budget's Heard, and whether its heartbeat runs.
+// its budget's Heard, whether its heartbeat runs, and whether a step of
+// the client got a reply within a period (Budget.Answered).
 type probeListener struct {
-	heard   func(rtt time.Duration)
-	beating func() bool
+	heard    func(rtt time.Duration)
+	beating  func() bool
+	answered func(within time.Duration) bool
 }
 
 var probes = struct {
@@ -60,11 +63,11 @@ var probes = struct {
 	m map[*redis.Client]*probe
 }{m: map[*redis.Client]*probe{}}
 
-// ProbeIdle registers a cache's budget's heard and its heartbeat's
-// beating with rdb's idle probe, starting it for the first cache; call the
-// function it returns when the cache closes.
-func ProbeIdle(rdb *redis.Client, heard func(rtt time.Duration), beating func() bool) (release func()) {
-	l := &probeListener{heard: heard, beating: beating}
+// ProbeIdle registers a cache's budget's heard and answered and its
+// heartbeat's beating with rdb's idle probe, starting it for the first
+// cache; call the function it returns when the cache closes.
+func ProbeIdle(rdb *redis.Client, heard func(rtt time.Duration), beating func() bool, answered func(within time.Duration) bool) (release func()) {
+	l := &probeListener{heard: heard, beating: beating, answered: answered}
 	probes.Lock()
 	defer probes.Unlock()
 	p := probes.m[rdb]
@@ -109,9 +112,12 @@ func (p *probe) release(rdb *redis.Client, l *probeListener) {
 
 // run PINGs rdb every probeEvery until ctx ends, and tells the first
 // registered cache each answer's round trip. It skips a PING while a
-// heartbeat of a cache on rdb runs: its answers teach the budget already,
-// on a connection of its own, and a busy client's budget follows its
-// steps' replies.
+// heartbeat of a cache on rdb runs (its answers teach the budget already,
+// on a connection of its own) and when a step of rdb got a reply within
+// the last probeEvery: a client in use follows its steps' replies, which
+// teach the budget as much as a PING would. So a fleet spread thin pays
+// a probe only for the periods in which a replica made no step, not one
+// every period on top of its traffic (issue 38).
 func (p *probe) run(ctx context.Context, rdb *redis.Client) {
 	defer close(p.done)
 	t := time.NewTicker(probeEvery)
@@ -122,7 +128,7 @@ func (p *probe) run(ctx context.Context, rdb *redis.Client) {
 		case <-ctx.Done():
 			return
 		}
-		if p.anyBeating() {
+		if p.busy() {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -145,13 +151,13 @@ func (p *probe) run(ctx context.Context, rdb *redis.Client) {
 	}
 }
 
-// anyBeating reports whether the heartbeat of a cache on the probe's
-// client runs.
-func (p *probe) anyBeating() bool {
+// busy reports whether the heartbeat of a cache on the probe's client
+// runs, or a step of the client got a reply within the last probeEvery.
+func (p *probe) busy() bool {
 	probes.Lock()
 	defer probes.Unlock()
 	for _, l := range p.heard {
-		if l.beating() {
+		if l.beating() || l.answered(probeEvery) {
 			return true
 		}
 	}
