@@ -249,7 +249,8 @@ type stepResult[T any] struct {
 // no reply at all came from Redis meanwhile (Redis silent; "meanwhile"
 // stretched to twice the longest round trip past RedisTimeout that Redis
 // answered within the last WaitTimeout, when longer: see silenceWindow),
-// and this process was not itself starved of CPU (the budget's timer
+// and this process was not itself starved of CPU (the budget's timer,
+// or for a step cut inline on its socket the wake-up at its deadline,
 // fired less than a quarter of the budget late), the step fails
 // with an error matching the budget's errTimeout (an outage, which counts
 // towards the breaker); while replies keep coming (Redis slow), the caller
@@ -308,10 +309,20 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 			}
 		}
 		if err != nil && ended(sctx) && !isReply(err) {
-			if b.h.answering(d) {
-				b.h.sample(time.Since(start)) // cut under load: back off
+			// Cut late (its deadline's wake-up came more than a quarter
+			// of the budget after the deadline): this process was
+			// starved of CPU, and a reply may have sat unread in its
+			// socket; as on a goroutine (below), that is load, not
+			// silence.
+			took := time.Since(start)
+			starved := took-d >= d/4
+			if starved || b.h.answering(d) {
+				b.h.sample(took) // cut under load: back off
 			} else {
 				b.h.cut.Store(true) // silent, or slow past the budget: find out on a goroutine
+			}
+			if starved {
+				return v, &loadError{fmt.Errorf("%w (%s, cut %s late: this process was starved of CPU): %w", b.h.errTimeout, d, (took - d).Round(time.Millisecond), err)}
 			}
 		}
 		return v, b.explain(ctx, sctx, err, d)
