@@ -36,6 +36,16 @@ type Traffic struct {
 	// their other keys, across invalidations. 0 draws nothing more, so
 	// the scenarios that leave it out replay their seeds as before.
 	BatchFailEvery int
+	// Abandon runs abandoned-key rounds next to the traffic (rounds.go): a
+	// key written with a short TTL, left alone past TTL + max(Stale,
+	// StaleIfError), then read with a compute that fails, which no stored
+	// value may answer any more. The random traffic never leaves a key
+	// alone that long. Only with StaleIfError.
+	Abandon bool
+	// Announce runs announcement rounds next to the traffic (rounds.go):
+	// a key one replica writes twice and the others read, into their L1,
+	// and read again past the cross-replica window. Only with L1.
+	Announce bool
 	// Weights of each operation; a zero weight leaves it out.
 	Weights map[string]int
 }
