@@ -9,6 +9,7 @@ package robustness
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,23 +162,33 @@ func failsRedis(kind string) bool {
 }
 
 // probeGets sends Gets of probeKey to every replica as a fault that makes
-// Redis fail begins, a few milliseconds apart: the first reach Redis
-// before the breaker opens, and must fail with a documented error (the
-// get-raw-error plant returns go-redis' own). The random traffic's Gets
-// are too few at a fault's first moment to meet one every run.
+// Redis fail begins, one after another on each replica until one finds
+// the breaker open (or probesPerFault were sent): those before it reached
+// Redis and must fail with a documented error (the get-raw-error plant
+// returns go-redis' own). A killed Redis first times the calls in flight
+// out (a documented ErrRedisTimeout), then refuses the next ones (EOF
+// through the replica's proxy: raw, unless wrapped); the random traffic's
+// Gets meet that moment one run in two.
 func (r *run) probeGets(calls *sync.WaitGroup) {
 	for _, rep := range r.env.replicas {
 		if rep.idle() {
 			continue
 		}
-		for i := range probesPerFault {
-			calls.Go(func() {
-				time.Sleep(time.Duration(i) * 10 * time.Millisecond) // spread over the fault's first moments, not a wait for an event
-				r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: probeKey, Deadline: r.sc.Traffic.Deadline}, false)
-			})
-		}
+		calls.Go(func() {
+			for range probesPerFault {
+				op := r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: probeKey, Deadline: r.sc.Traffic.Deadline}, false)
+				if op.Unknown || op.Resp.Err == "" || op.Resp.Err == wire.ErrUnavailable && strings.Contains(op.Resp.ErrText, "breaker open") {
+					return
+				}
+				time.Sleep(probeGap) // pacing the probes of a fault's first moments, not a wait for an event
+			}
+		})
 	}
 }
 
-// probesPerFault is how many Gets probeGets sends each replica.
-const probesPerFault = 3
+const (
+	// probesPerFault bounds the Gets probeGets sends each replica.
+	probesPerFault = 6
+	// probeGap is the pause between two of them.
+	probeGap = 20 * time.Millisecond
+)
