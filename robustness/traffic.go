@@ -17,7 +17,8 @@ import (
 // route keys ("h0"…) are the middleware's: GET through the cached route
 // (its response tagged with the route's surrogate keys), POST to
 // invalidate it, PURGE by surrogate key; and the joiners' route key
-// ("hj"), whose responses are never stored (see opJoin).
+// ("hj"), whose responses are never stored (see opJoin). The window
+// rounds' keys ("ka", "kl", "kg": rounds.go) are no part of its draws.
 type Traffic struct {
 	// Keys and Registers are the sizes of the two key spaces.
 	Keys, Registers int
