@@ -27,6 +27,17 @@
 //     requests of different principals join one handler run), with
 //     computes that are slow, fail, panic, tag, set a TTL, answer
 //     "unchanged" or return a large value.
+//   - rounds.go runs scripted rounds next to the random traffic, on keys of
+//     their own, for breaches the traffic meets only by chance because it
+//     writes, invalidates and clears every key several times a second: a
+//     key written with a short TTL and left alone past TTL + max(Stale,
+//     StaleIfError), then read with a failing compute (no stored value may
+//     answer it); a key one replica writes twice while the others read it
+//     into L1, read again past the cross-replica window. A round holds a
+//     Clear gate (a Clear drawn meanwhile becomes an InvalidateTags of
+//     every tag group). At each fault that makes Redis fail, every replica
+//     sends Gets one after another until its breaker opens: the calls that
+//     reach a killed Redis must still fail with documented errors.
 //   - nemesis.go injects one fault at a time and heals it: Redis killed
 //     (with and without persistence), paused, one replica partitioned, its
 //     connections reset or delayed, pub/sub connections killed, a replica

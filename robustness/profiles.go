@@ -46,7 +46,12 @@ func Profile(name string) []Scenario {
 		Duration: d, Traffic: traffic,
 		Options: wire.Options{Namespace: "rp", TTL: 300 * time.Millisecond, StaleIfError: time.Second,
 			WaitTimeout: 200 * time.Millisecond, BusyError: true, LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond},
-		Nemeses: []string{"redis-kill", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond}
+		Nemeses: []string{"redis-kill", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond,
+		// Every run meets a Redis that refuses its connections, the fault
+		// whose raw errors (EOF, refused) reach the callers of a path
+		// that forgets to wrap them: its two faults drew none one run in
+		// two (the get-raw-error plant).
+		Opening: "redis-kill"}
 	// local: process-local mode, each replica its own store: the same
 	// promises within each process.
 	local := Scenario{Name: "local", Mode: "local", Replicas: 2, Clients: 6, Duration: d, Traffic: traffic,
@@ -100,6 +105,10 @@ func Profile(name string) []Scenario {
 			WaitTimeout: time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
 			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 8 * time.Second},
 		Nemeses: []string{"replica-idle", "replica-sparse"}, FaultFor: time.Second, Calm: time.Second}
+	// Abandoned keys where values stand in for a failing origin, and
+	// announcement rounds where L1 outlives the cross-replica window.
+	busy.Traffic.Abandon, persist.Traffic.Abandon, local.Traffic.Abandon = true, true, true
+	idle.Traffic.Announce = true
 	out := []Scenario{busy, faults, persist, local, slow, overload, idle}
 	if name == "long" {
 		cluster := faults

@@ -89,6 +89,14 @@ func (r *Replica) Dense() {
 	r.sparse = 0
 }
 
+// idle reports whether the replica-idle nemesis keeps the replica's
+// callers back now.
+func (r *Replica) idle() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.quiet != nil
+}
+
 // waitActive returns once the replica's callers may send: at once, when
 // Unquiet lets them go on, or, while the replica is sparse, when its turn
 // comes.

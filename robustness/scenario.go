@@ -40,6 +40,10 @@ type Scenario struct {
 	// FaultFor; the run is healthy for Calm between two.
 	Nemeses        []string
 	FaultFor, Calm time.Duration
+	// Opening, when set, is the first fault of every run (the draw it
+	// replaces is still made, so that the rest replays as before): a fault
+	// the scenario must meet every run, not one run in two.
+	Opening string
 }
 
 // run is one scenario's run in progress.
@@ -51,6 +55,11 @@ type run struct {
 	origin *Origin
 	env    env
 	nextID atomic.Int64
+	// clears is the Clear gate: a client's Clear holds it shared while it
+	// runs, and a window round (rounds.go) holds it whole, so that no
+	// Clear wipes the key the round judges; a Clear drawn while a round
+	// holds it becomes an InvalidateTags of every tag group.
+	clears sync.RWMutex
 }
 
 // Run runs sc with seed and returns its history. Servers and processes it
@@ -111,8 +120,11 @@ func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
 			wg.Go(func() { r.client(rep, twin, rng, end) })
 		}
 	}
+	// The window rounds draw from a stream of their own: the clients' and
+	// the nemesis' draws are those of the same seed without them.
+	wg.Go(func() { r.rounds(rand.New(rand.NewPCG(uint64(seed), 1<<33)), end) })
 	nemesisDone := make(chan error, 1)
-	go func() { nemesisDone <- r.nemesis(rand.New(rand.NewPCG(uint64(seed), 1<<32)), end) }()
+	go func() { nemesisDone <- r.nemesis(rand.New(rand.NewPCG(uint64(seed), 1<<32)), end, &wg) }()
 	wg.Wait()
 	r.hist.End = r.clock.now()
 	defer func() { // after the replicas closed (deferred above, run first)
@@ -163,6 +175,13 @@ func (r *run) client(rep *Replica, twin bool, rng *rand.Rand, end time.Time) {
 	for time.Now().Before(end) {
 		rep.waitActive()
 		req, update := r.sc.Traffic.next(rng, r.nextID.Add(1))
+		cleared := false
+		if req.Op == wire.OpClear {
+			if cleared = r.clears.TryRLock(); !cleared {
+				// A window round is judging a key no Clear may wipe.
+				req.Op, req.Tags = wire.OpInvalidateTags, allGroups()
+			}
+		}
 		if update {
 			r.origin.Write(req.Key)
 		}
@@ -178,6 +197,9 @@ func (r *run) client(rep *Replica, twin bool, rng *rand.Rand, end time.Time) {
 		}
 		ok := r.call(rep, req, twin)
 		pair.Wait()
+		if cleared {
+			r.clears.RUnlock()
+		}
 		if !ok {
 			// The replica died (or hangs): wait for its next incarnation.
 			time.Sleep(50 * time.Millisecond) // pacing a retry loop against a dead process, not synchronisation
@@ -188,6 +210,11 @@ func (r *run) client(rep *Replica, twin bool, rng *rand.Rand, end time.Time) {
 // call sends req to rep (to its twin cache when twin, for the cache's
 // operations) and records it; ok is false when no answer came.
 func (r *run) call(rep *Replica, req wire.Request, twin bool) (ok bool) {
+	return !r.do(rep, req, twin).Unknown
+}
+
+// do is call, and returns the operation recorded.
+func (r *run) do(rep *Replica, req wire.Request, twin bool) *Op {
 	op := &Op{Replica: rep.Name, Req: req, Invoke: r.clock.now()}
 	if twin && !strings.HasPrefix(req.Op, "http-") {
 		req.Twin, op.Req.Twin = true, true
@@ -199,7 +226,7 @@ func (r *run) call(rep *Replica, req wire.Request, twin bool) (ok bool) {
 		op.Invoke, op.Return = r.clock.at(resp.Invoked), r.clock.at(resp.Returned)
 	}
 	r.hist.addOp(op)
-	return ok
+	return op
 }
 
 // answerGrace is how long past its deadline an operation may take before
@@ -209,22 +236,29 @@ const answerGrace = 15 * time.Second
 // nemesis injects one fault at a time until end, each healed after
 // FaultFor, with Calm between two (after the fault's settle when it may
 // break one compute per key); it heals the last one before returning.
-func (r *run) nemesis(rng *rand.Rand, end time.Time) error {
+func (r *run) nemesis(rng *rand.Rand, end time.Time, calls *sync.WaitGroup) error {
 	if len(r.sc.Nemeses) == 0 {
 		return nil
 	}
-	for {
+	for first := true; ; first = false {
 		calm := r.sc.Calm/2 + time.Duration(rng.Int64N(int64(r.sc.Calm)))
 		if time.Now().Add(calm + r.sc.FaultFor).After(end) {
 			return nil
 		}
 		time.Sleep(calm) // the schedule of faults is what is being run, not a wait for an event
-		n := nemeses[r.sc.Nemeses[rng.IntN(len(r.sc.Nemeses))]]()
+		name := r.sc.Nemeses[rng.IntN(len(r.sc.Nemeses))]
+		if first && r.sc.Opening != "" {
+			name = r.sc.Opening
+		}
+		n := nemeses[name]()
 		at := r.clock.now() // the fault may show from the moment its injection begins
 		what, err := n.Inject(&r.env, rng)
 		r.hist.event(at, n.Name()+": "+what, false)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.Name(), err)
+		}
+		if failsRedis(n.Name()) && time.Now().Before(end) { // the clients still run: calls is not done
+			r.probeGets(calls)
 		}
 		time.Sleep(r.sc.FaultFor/2 + time.Duration(rng.Int64N(int64(r.sc.FaultFor)))) // how long the fault lasts
 		if err := n.Heal(&r.env); err != nil {

@@ -17,7 +17,8 @@ import (
 // route keys ("h0"…) are the middleware's: GET through the cached route
 // (its response tagged with the route's surrogate keys), POST to
 // invalidate it, PURGE by surrogate key; and the joiners' route key
-// ("hj"), whose responses are never stored (see opJoin).
+// ("hj"), whose responses are never stored (see opJoin). The window
+// rounds' keys ("ka", "kl", "kg": rounds.go) are no part of its draws.
 type Traffic struct {
 	// Keys and Registers are the sizes of the two key spaces.
 	Keys, Registers int
@@ -36,6 +37,16 @@ type Traffic struct {
 	// their other keys, across invalidations. 0 draws nothing more, so
 	// the scenarios that leave it out replay their seeds as before.
 	BatchFailEvery int
+	// Abandon runs abandoned-key rounds next to the traffic (rounds.go): a
+	// key written with a short TTL, left alone past TTL + max(Stale,
+	// StaleIfError), then read with a compute that fails, which no stored
+	// value may answer any more. The random traffic never leaves a key
+	// alone that long. Only with StaleIfError.
+	Abandon bool
+	// Announce runs announcement rounds next to the traffic (rounds.go):
+	// a key one replica writes twice and the others read, into their L1,
+	// and read again past the cross-replica window. Only with L1.
+	Announce bool
 	// Weights of each operation; a zero weight leaves it out.
 	Weights map[string]int
 }

@@ -1,0 +1,194 @@
+package robustness
+
+// Window rounds: scripted sequences on keys of their own, next to the
+// random traffic, for promises whose breach needs a key left alone longer
+// than the random traffic ever leaves one (it writes, invalidates and
+// clears every key several times a second). The checker judges their
+// operations like any other: no property knows of rounds.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stampede-go/stampede/robustness/wire"
+)
+
+const (
+	// abandonedKey is the key of the abandoned-key rounds: Set with
+	// abandonTTL, untagged, left unread past TTL + max(Stale,
+	// StaleIfError), then read by a Fetch whose compute fails.
+	abandonedKey = "ka"
+	// announcedKey is the key of the announcement rounds: Set on one
+	// replica, read into the others' L1, Set again, read again past the
+	// cross-replica window.
+	announcedKey = "kl"
+	// probeKey is the key the Gets sent at a fault's injection read
+	// (probeGets): never written, so that no L1 answers them.
+	probeKey = "kg"
+)
+
+// abandonTTL is the TTL an abandoned key is written with: short, so that
+// its windows end within a round.
+const abandonTTL = 100 * time.Millisecond
+
+// roundMargin is how long past the end of the window a round judges its
+// key: the announcement's or the entry's expiry on a loaded machine.
+const roundMargin = 300 * time.Millisecond
+
+// roundPause is the mean pause between two rounds.
+const roundPause = 2 * time.Second
+
+// crossReplica is the documented cross-replica read window without a
+// fault (checker.crossWindow).
+const crossReplica = 500 * time.Millisecond
+
+// allGroups are the tags of every tag group: an InvalidateTags of them
+// all stands in for a Clear while a round holds the Clear gate (every
+// compute key but the calm one carries one of them).
+func allGroups() []string {
+	out := make([]string, groups)
+	for i := range out {
+		out[i] = fmt.Sprintf("g%d", i)
+	}
+	return out
+}
+
+// rounds runs the scenario's window rounds (Traffic.Abandon,
+// Traffic.Announce), one at a time with a pause between two, until end.
+func (r *run) rounds(rng *rand.Rand, end time.Time) {
+	var kinds []func(*rand.Rand) time.Duration
+	if r.sc.Traffic.Abandon && r.sc.Options.StaleIfError > 0 {
+		kinds = append(kinds, r.abandonRound)
+	}
+	if r.sc.Traffic.Announce && r.sc.Options.L1Size > 0 && r.sc.Mode != "local" && r.sc.Replicas > 1 {
+		kinds = append(kinds, r.announceRound)
+	}
+	for i := 0; len(kinds) > 0; i++ {
+		pause := roundPause/2 + time.Duration(rng.Int64N(int64(roundPause)))
+		time.Sleep(pause) // the rounds' schedule, not a wait for an event
+		round := kinds[i%len(kinds)]
+		if time.Now().Add(round(nil)).After(end) {
+			return
+		}
+		round(rng)
+	}
+}
+
+// abandonRound (rng nil: how long it takes, at most, but its calls) writes
+// abandonedKey on one replica with abandonTTL and, past TTL + max(Stale,
+// StaleIfError) after the Set returned, reads it there with a compute
+// that fails. The store keeps the value no longer than that window, so the
+// Fetch must answer the origin's error: a value standing in for it is a
+// freshness violation (an entry kept too long, the error-window-x4 plant).
+// No Clear may wipe the key meanwhile: the round holds the Clear gate.
+func (r *run) abandonRound(rng *rand.Rand) time.Duration {
+	window := abandonTTL + max(r.sc.Options.Stale, r.sc.Options.StaleIfError) + roundMargin
+	if rng == nil {
+		return window + 2*r.sc.Traffic.Deadline
+	}
+	rep := r.env.replicas[rng.IntN(len(r.env.replicas))]
+	if rep.idle() {
+		return 0
+	}
+	r.clears.Lock()
+	defer r.clears.Unlock()
+	rep.waitActive()
+	set := r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpSet, Key: abandonedKey, SetTTL: abandonTTL,
+		Deadline: r.sc.Traffic.Deadline}, false)
+	if !set.Ok() {
+		return 0
+	}
+	time.Sleep(window) // past the value's last window: what is judged is the store's expiry
+	rep.waitActive()
+	r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpFetch, Key: abandonedKey,
+		Compute: wire.Compute{Fail: true}, Deadline: r.sc.Traffic.Deadline}, false)
+	return 0
+}
+
+// announceRound (rng nil: how long it takes, at most) writes announcedKey
+// on one replica, reads it on the others (into their L1), writes it again,
+// and reads it on the others once more past the cross-replica window: the
+// write's announcement must have dropped the first value from their L1
+// (the l1-ignores-announcements plant keeps it until L1TTL). A replica
+// the replica-idle nemesis keeps quiet is left out. No Clear may drop the
+// key from L1 meanwhile: the round holds the Clear gate.
+func (r *run) announceRound(rng *rand.Rand) time.Duration {
+	if rng == nil {
+		return crossReplica + roundMargin + 2*r.sc.Traffic.Deadline
+	}
+	writer := r.env.replicas[rng.IntN(len(r.env.replicas))]
+	if writer.idle() {
+		return 0
+	}
+	r.clears.Lock()
+	defer r.clears.Unlock()
+	set := func() bool {
+		writer.waitActive()
+		return r.do(writer, wire.Request{ID: r.nextID.Add(1), Op: wire.OpSet, Key: announcedKey, SetTTL: time.Hour,
+			Deadline: r.sc.Traffic.Deadline}, false).Ok()
+	}
+	readAll := func() {
+		for _, rep := range r.env.replicas {
+			if rep == writer || rep.idle() {
+				continue
+			}
+			rep.waitActive()
+			r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: announcedKey, Deadline: r.sc.Traffic.Deadline}, false)
+		}
+	}
+	if !set() {
+		return 0
+	}
+	readAll()
+	if !set() {
+		return 0
+	}
+	time.Sleep(crossReplica + roundMargin) // past the window in which the others may still answer the first value
+	readAll()
+	return 0
+}
+
+// failsRedis reports whether a nemesis makes Redis fail the calls of the
+// replicas it reaches (rather than slow them within the budget).
+func failsRedis(kind string) bool {
+	switch kind {
+	case "redis-kill", "redis-pause", "partition":
+		return true
+	}
+	return false
+}
+
+// probeGets sends Gets of probeKey to every replica as a fault that makes
+// Redis fail begins, one after another on each replica until one finds
+// the breaker open (or probesPerFault were sent): those before it reached
+// Redis and must fail with a documented error (the get-raw-error plant
+// returns go-redis' own). A killed Redis first times the calls in flight
+// out (a documented ErrRedisTimeout), then refuses the next ones (EOF
+// through the replica's proxy: raw, unless wrapped); the random traffic's
+// Gets meet that moment one run in two.
+func (r *run) probeGets(calls *sync.WaitGroup) {
+	for _, rep := range r.env.replicas {
+		if rep.idle() {
+			continue
+		}
+		calls.Go(func() {
+			for range probesPerFault {
+				op := r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: probeKey, Deadline: r.sc.Traffic.Deadline}, false)
+				if op.Unknown || op.Resp.Err == "" || op.Resp.Err == wire.ErrUnavailable && strings.Contains(op.Resp.ErrText, "breaker open") {
+					return
+				}
+				time.Sleep(probeGap) // pacing the probes of a fault's first moments, not a wait for an event
+			}
+		})
+	}
+}
+
+const (
+	// probesPerFault bounds the Gets probeGets sends each replica.
+	probesPerFault = 6
+	// probeGap is the pause between two of them.
+	probeGap = 20 * time.Millisecond
+)
