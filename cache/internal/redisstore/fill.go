@@ -62,7 +62,7 @@ func (s *Store) ClaimMany(ctx context.Context, ks []rediskey.Names, each func(i 
 		}
 		genCmd := pipe.HGet(ctx, invKey, "g")
 		_, _ = pipe.Exec(ctx)
-		if err := noReply(genCmd, cmds...); err != nil {
+		if err := noReply(genCmd, cmds); err != nil {
 			return replies{}, err // the step's failure, judged by its budget
 		} // error replies are per command
 		// A node that lacks the script took no claim: send it the script
@@ -78,7 +78,7 @@ func (s *Store) ClaimMany(ctx context.Context, ks []rediskey.Names, each func(i 
 		}
 		if retry != nil {
 			_, _ = retry.Exec(ctx)
-			if err := noReply(nil, cmds...); err != nil {
+			if err := noReply(nil, cmds); err != nil {
 				return replies{}, err
 			}
 		}
@@ -177,7 +177,7 @@ func (s *Store) FillMany(ctx context.Context, fills []Fill, each func(i int, f F
 			}
 		}
 		_, _ = pipe.Exec(ctx)
-		if err := noReply(nil, cmds...); err != nil {
+		if err := noReply(nil, cmds); err != nil {
 			return nil, err // the step's failure, judged by its budget
 		} // error replies are per command
 		return cmds, nil
@@ -290,20 +290,24 @@ func (s *Store) Abandon(ctx context.Context, k rediskey.Names, token string) {
 	}
 }
 
-// noReply is the first error among cmds (and first, when not nil) that is
-// not Redis' reply: a command cut at the step's deadline, or whose
-// connection broke or was refused (see redisstep.NoReply). A pipeline
-// whose read failed hands that error to every command still unanswered,
-// and Exec returns the first command's error, which may be an error reply
-// ahead of it.
-func noReply(first redis.Cmder, cmds ...*redis.Cmd) error {
+// noReply is the first error of first (when not nil) or of cmds (nil
+// ones skipped) that is not Redis' reply: a command cut at the step's
+// deadline, or whose connection broke or was refused (see
+// redisstep.NoReply). A pipeline whose read failed hands that error to
+// every command still unanswered, and Exec returns the first command's
+// error, which may be an error reply (or a key's nil) ahead of it.
+func noReply[C interface {
+	redis.Cmder
+	comparable
+}](first redis.Cmder, cmds []C) error {
 	if first != nil {
 		if err := first.Err(); redisstep.NoReply(err) {
 			return err
 		}
 	}
+	var none C
 	for _, c := range cmds {
-		if c == nil {
+		if c == none {
 			continue
 		}
 		if err := c.Err(); redisstep.NoReply(err) {

@@ -145,10 +145,8 @@ func (s *Store) ReadMany(ctx context.Context, ks []rediskey.Names, each func(i i
 			cmds[i] = pipe.Get(ctx, vk)
 		}
 		_, err := pipe.Exec(ctx)
-		for _, c := range cmds {
-			if e := c.Err(); redisstep.NoReply(e) {
-				return cmds, e // the step's failure, even behind a key's nil
-			}
+		if e := noReply(nil, cmds); e != nil {
+			return cmds, e // the step's failure, even behind a key's nil
 		}
 		if errors.Is(err, redis.Nil) || isWrongType(err) {
 			err = nil // per key, below

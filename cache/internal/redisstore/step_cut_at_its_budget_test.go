@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ import (
 // failure for an outage, whatever Redis answered meanwhile: a fleet on a
 // loaded machine saw callers computing locally while Redis merely slowed.
 func TestClaimOrFillCutAtItsBudgetFailsAsTheStep(t *testing.T) {
-	for _, step := range []string{"claim", "fill"} {
+	for _, step := range []string{"claim", "fill", "fill pipeline"} {
 		t.Run(step, func(t *testing.T) {
 			p, err := faultproxy.New(redistest.Addr(t))
 			if err != nil {
@@ -67,11 +68,20 @@ func TestClaimOrFillCutAtItsBudgetFailsAsTheStep(t *testing.T) {
 						got = errors.New("the fill did not fail")
 					}
 				})
+			case "fill pipeline":
+				// Two fills, one with nothing to store: skipped, no command
+				// is sent for it, and each is not called for it.
+				skipped := rediskey.For(ns, "skipped")
+				s.FillMany(ctx, []Fill{{K: skipped}, {K: k, Token: token, Envelope: []byte("v"), KeepMillis: 60_000}}, func(i int, f Filled) {
+					if i != 1 || !f.Failed {
+						got = fmt.Errorf("fill %d: %+v, want only fill 1, failed", i, f)
+					}
+				})
 			}
 			if step == "claim" && !errors.Is(got, errTimeout) {
 				t.Errorf("the claim's error %v: want one matching the budget's ErrRedisTimeout", got)
 			}
-			if step == "fill" && got != nil {
+			if step != "claim" && got != nil {
 				t.Error(got)
 			}
 			r.mu.Lock()
