@@ -62,16 +62,14 @@ func (c *Cache[V]) compute(ctx context.Context, keys []string, fn batchFunc[V]) 
 				break // cancelled, not timed out: fn was told, and returned
 			}
 			o.Err = fmt.Errorf("cache: compute of %q abandoned: %w", keys[0], context.Cause(cctx))
-			if ctx.Err() == nil { // the compute's own bound, not its callers' context
-				o.Err = fmt.Errorf("cache: compute of %q abandoned: %w (%s): %w", keys[0], ErrComputeTimeout, c.opts.ComputeTimeout, context.DeadlineExceeded)
-			}
 		}
 	}
 	if o.Err != nil && !errors.Is(o.Err, ErrComputeTimeout) && errors.Is(o.Err, context.DeadlineExceeded) &&
 		errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-		// fn honoured its context and returned its deadline's error:
-		// ComputeTimeout's, not its callers' (who would read it as their
-		// own deadline).
+		// The compute's own bound, not its callers' context (who would
+		// read a bare deadline error as their own): fn ignored its context
+		// and was abandoned, or honoured it and returned its deadline's
+		// error.
 		o.Err = fmt.Errorf("cache: compute of %q ran past ComputeTimeout: %w (%s): %w", keys[0], ErrComputeTimeout, c.opts.ComputeTimeout, o.Err)
 	}
 	r.values, r.err = o.Value, o.Err

@@ -51,8 +51,9 @@ type checker struct {
 	degradedIDs map[string]bool
 	out         []Violation
 	cov         Coverage
-	// regroupedMemo: regroupedRun's answers by compute ID.
-	regroupedMemo map[string]bool
+	// regroupedMemo and surelyRegroupedMemo: regroupedRun's and
+	// surelyRegrouped's answers by compute ID.
+	regroupedMemo, surelyRegroupedMemo map[string]bool
 }
 
 // Coverage says how much of a history the core promise was judged on:

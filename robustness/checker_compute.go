@@ -85,8 +85,13 @@ func (c *checker) oneCompute() {
 				// The run of a variant's requests that a joined run did not
 				// select, beside a run its URL's next request began: the
 				// middleware's two keys (docs/http.md). Two such runs of
-				// one variant never overlap.
-				excused = excused || c.regroupedRun(a) != c.regroupedRun(b)
+				// one variant never overlap, nor two runs on the URL's key.
+				excused = excused || c.regroupedRun(a) && !c.surelyRegrouped(b) || c.regroupedRun(b) && !c.surelyRegrouped(a)
+				// A compute that ignored its context past ComputeTimeout
+				// was abandoned: its callers were released and its lease
+				// given up, and the key's next compute may run while it
+				// finishes (docs/guarantees.md).
+				excused = excused || c.abandonedBefore(a, b) || c.abandonedBefore(b, a)
 				// Nothing writes the joiners' route: its responses are not
 				// stored, untagged, and no unsafe request is sent to it.
 				route, _ := wire.HTTPKey(a.Key)
@@ -153,6 +158,23 @@ func (c *checker) judgedShare() float64 {
 	return float64(calm) / float64(all)
 }
 
+// routeOf is the route of an HTTP key (wire.HTTPKey).
+func routeOf(key string) string {
+	r, _ := wire.HTTPKey(key)
+	return r
+}
+
+// abandonedBefore reports whether a is a compute that ignores its context
+// (wire.Compute) and b began after a may have been abandoned: its
+// ComputeTimeout, counted from the earliest moment it may have started
+// (its request's invoke: the cache's bound starts before the compute's
+// first key of a batch, and a refresh's before it).
+func (c *checker) abandonedBefore(a, b *Compute) bool {
+	o := c.byReq[a.Req]
+	ct := c.sc.Options.ComputeTimeout
+	return o != nil && o.Req.Compute.IgnoreContext && ct > 0 && b.Began >= o.Invoke+ct
+}
+
 // anyReplicaBroken reports whether a fault on one replica that breaks one
 // compute per key for it overlapped [from, to].
 func (c *checker) anyReplicaBroken(from, to time.Duration) bool {
@@ -198,8 +220,14 @@ func (c *checker) writeOf(key string, tags []string, from, to time.Duration, rou
 			continue
 		}
 		switch o.Req.Op {
-		case wire.OpSet, wire.OpDelete, wire.OpExpire, wire.OpHTTPPost:
+		case wire.OpSet, wire.OpDelete, wire.OpExpire:
 			if o.Req.Key == key {
+				return true
+			}
+		case wire.OpHTTPPost:
+			// It deletes its URL's entry, whichever principal sent it: the
+			// marker and the lease of every principal's response there.
+			if pr, _ := wire.HTTPKey(o.Req.Key); isRouteKey(key) && pr == routeOf(key) {
 				return true
 			}
 		case wire.OpInvalidateTags, wire.OpExpireTags:
@@ -217,49 +245,110 @@ func (c *checker) writeOf(key string, tags []string, from, to time.Duration, rou
 
 // regroupedRun reports whether cp may be the handler run of requests that
 // joined a run of another principal's request for their route's URL, and
-// were not selected by its response (docs/http.md): its request was
-// invoked on cp's replica before such a run there ended, and cp began after
-// it ended. Such a run is on the key of its variant, not the URL's: a
-// request of its principal that arrives after the joined run ended runs on
-// the URL's key, beside it. Its response is stored nowhere, so no purge
-// fences it: it answers as without a cache. A run that is itself a
+// were not selected by its response (docs/http.md): its request reached
+// cp's replica before such a run there had answered, and cp began after
+// that run ended. Such a run is on the key of its variant, not the URL's:
+// a request of its principal that arrives after the joined run answered
+// runs on the URL's key, beside it. Its response is stored nowhere, so no
+// purge fences it: it answers as without a cache. A run that is itself a
 // regrouped one is joined by no request of another principal; principals
 // with a forwarded host (keyed) or a session cookie (passing by the cache)
 // share no run with others. A request whose run panicked, dropping the
 // connection, is sent again by the client's transport (a GET on a reused
 // connection): that request arrives when the panicked run ended.
-func (c *checker) regroupedRun(cp *Compute) bool {
-	if r, ok := c.regroupedMemo[cp.ID]; ok {
+func (c *checker) regroupedRun(cp *Compute) bool { return c.regroupedAs(cp, false) }
+
+// surelyRegrouped reports whether cp is certainly such a run: its request
+// reached the middleware while a run of another principal's request that
+// is certainly on the URL's key still ran there (it joined that run's
+// flight), and cp began after that run ended. An overlap of two runs of
+// one variant is excused only when one may be a regrouped run and the
+// other may be on the URL's key.
+func (c *checker) surelyRegrouped(cp *Compute) bool { return c.regroupedAs(cp, true) }
+
+// joinMargin is how long before a run ended a request must have reached
+// the middleware for the checker to be sure it joined that run's flight:
+// the request still goes through the router and the middleware's keying
+// before it joins.
+const joinMargin = time.Millisecond
+
+func (c *checker) regroupedAs(cp *Compute, sure bool) bool {
+	memo := &c.regroupedMemo
+	if sure {
+		memo = &c.surelyRegroupedMemo
+	}
+	if r, ok := (*memo)[cp.ID]; ok {
 		return r
 	}
-	r := c.regroupedRunOf(cp)
-	if c.regroupedMemo == nil {
-		c.regroupedMemo = map[string]bool{}
+	r := c.regroupedOf(cp, sure)
+	if *memo == nil {
+		*memo = map[string]bool{}
 	}
-	c.regroupedMemo[cp.ID] = r
+	(*memo)[cp.ID] = r
 	return r
 }
 
-func (c *checker) regroupedRunOf(cp *Compute) bool {
+func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 	route, principal := wire.HTTPKey(cp.Key)
 	if !isRouteKey(cp.Key) || !sharesURLKey(principal) {
 		return false
 	}
-	invoked := c.invoked(cp.Req)
+	arrived := c.arrived(cp.Req)
 	for _, x := range c.h.Computes {
 		if x.Req == cp.Req && x.How == "panic" && x.Ended > 0 && x.Ended <= cp.Began {
-			invoked = max(invoked, x.Ended) // sent again after the dropped connection
+			arrived = max(arrived, x.Ended) // sent again after the dropped connection
 		}
 	}
 	for _, x := range c.h.Computes {
 		xr, xp := wire.HTTPKey(x.Key)
-		if xr == route && xp != principal && sharesURLKey(xp) && x.Replica == cp.Replica && x.How != "panic" &&
-			x.Ended > 0 && invoked < x.Ended && x.Ended <= cp.Began && !c.regroupedRun(x) {
+		if xr != route || xp == principal || !sharesURLKey(xp) || x.Replica != cp.Replica || x.How == "panic" ||
+			x.Ended == 0 || x.Ended > cp.Began {
+			continue
+		}
+		if sure {
+			// x certainly ran on the URL's key, and the request joined
+			// its flight while its handler still ran.
+			if arrived+joinMargin < x.Ended && !c.regroupedRun(x) {
+				return true
+			}
+			continue
+		}
+		// x may have run on the URL's key, and its flight may not have
+		// answered yet.
+		if arrived < c.answered(x) && !c.surelyRegrouped(x) {
 			return true
 		}
 	}
 	return false
 }
+
+// arrived is when request id reached its replica's middleware (or, in a
+// history that did not record it, when the replica sent it).
+func (c *checker) arrived(id int64) time.Duration {
+	if o := c.byReq[id]; o != nil && o.Arrived != 0 {
+		return o.Arrived
+	}
+	return c.invoked(id)
+}
+
+// answered is a bound on when the flight of the handler run x answered
+// the requests that joined it: before x's request returned, unless that
+// request left first (its deadline) and x ran on, detached; then soon
+// after x's handler returned (a response not stored is not filled).
+func (c *checker) answered(x *Compute) time.Duration {
+	o := c.byReq[x.Req]
+	switch {
+	case o == nil || o.Unknown:
+		return c.h.End
+	case o.Return < x.Ended:
+		return x.Ended + detachedTail
+	}
+	return o.Return
+}
+
+// detachedTail bounds how long after a detached run's handler returned its
+// flight answers the requests that joined it.
+const detachedTail = 50 * time.Millisecond
 
 // joinerBypass reports whether o is a request of the joiners' route
 // answered by a handler run of its own (a bypass): its principal shares the

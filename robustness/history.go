@@ -36,6 +36,9 @@ type Op struct {
 	// operation ran, so its return time says nothing about the library.
 	Paused bool `json:",omitempty"`
 	Resp   wire.Response
+	// Arrived, for an HTTP request, is when the replica's server handed it
+	// to the cache middleware (its last attempt's); zero when unknown.
+	Arrived time.Duration `json:",omitempty"`
 }
 
 // Ok reports whether the operation returned without an error.

@@ -3,6 +3,7 @@ package robustness
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stampede-go/stampede/robustness/wire"
 )
@@ -72,7 +73,7 @@ func TestCheckerCountsUnselectedJoiners(t *testing.T) {
 
 // The requests of one variant that joined a run it did not select share a
 // run of their own, on their variant's key: beside it, a request of the
-// variant that arrived after the joined run ended runs on the URL's key
+// variant that arrived after the joined run answered runs on the URL's key
 // (excused); two runs of the variant's joiners at once are a violation of
 // one compute, also when they passed by the cache.
 func TestCheckerJudgesRegroupedJoiners(t *testing.T) {
@@ -86,8 +87,8 @@ func TestCheckerJudgesRegroupedJoiners(t *testing.T) {
 		joiner := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 50, 300, own("miss", "hj|lang=fr", "c2"))
 		b.computeFor(joiner, "c2", "hj|lang=fr", "r0", 210, 290, "ok")
 		switch second {
-		case "fresh": // invoked after alice's run ended: the URL's key
-			o := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 202, 320, own("miss", "hj|lang=fr", "c3"))
+		case "fresh": // invoked after alice's run answered: the URL's key
+			o := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 206, 320, own("miss", "hj|lang=fr", "c3"))
 			b.computeFor(o, "c3", "hj|lang=fr", "r0", 215, 310, "ok")
 		case "joiner", "bypass": // another joiner of alice's run
 			o := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 60, 320, own("miss", "hj|lang=fr", "c3"))
@@ -149,4 +150,67 @@ func TestCheckerRegroupedRunsJoinOnlyURLRuns(t *testing.T) {
 			t.Errorf("violations %v, want none", vs)
 		}
 	})
+}
+
+// When a request joined a run is told by when it reached the middleware,
+// not by when its replica sent it, and a run's flight answers its joiners
+// after its handler returned: a request that arrived in between joined it.
+// A run is certainly regrouped when its request arrived while a run that
+// is certainly on the URL's key still ran; an overlap of two runs of one
+// variant is excused only when one may be regrouped and the other may be
+// on the URL's key, on one replica or two.
+func TestCheckerKnowsWhichRunARequestJoined(t *testing.T) {
+	own := func(key, id string) wire.Response {
+		return wire.Response{Outcome: "miss", Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}}
+	}
+	// fr joined bob's run on r0 (arriving at first: while the run ran,
+	// or as it answered), then a second request of fr ran beside its
+	// regrouped run: on r0 when it arrived at second, on r1 after a run
+	// there when it is not on r0.
+	build := func(first int, replica string, second, arrived int) *History {
+		b := newHB()
+		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 5, 205, own("hj|auth=bob", "c1"))
+		b.computeFor(bob, "c1", "hj|auth=bob", "r0", 10, 200, "ok")
+		fr := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", first, 320, own("hj|lang=fr", "c2"))
+		b.computeFor(fr, "c2", "hj|lang=fr", "r0", 210, 310, "ok")
+		if replica == "r1" {
+			alice := b.op("r1", wire.OpHTTPGet, "hj|auth=alice", 5, 205, own("hj|auth=alice", "c3"))
+			b.computeFor(alice, "c3", "hj|auth=alice", "r1", 10, 200, "ok")
+		}
+		o := b.op(replica, wire.OpHTTPGet, "hj|lang=fr", second, 330, own("hj|lang=fr", "c4"))
+		o.Arrived = at(arrived)
+		b.computeFor(o, "c4", "hj|lang=fr", replica, 212, 315, "ok")
+		return b.h
+	}
+	for _, tc := range []struct {
+		name            string
+		first           int
+		replica         string
+		second, arrived int
+		want            string
+	}{
+		{"fresh after the run answered", 50, "r0", 206, 206, ""},
+		{"arrived after the run answered, sent while it ran", 50, "r0", 150, 206, ""},
+		{"beside a request that joined the run as it answered", 202, "r0", 204, 204, ""},
+		{"on a replica whose run it may have joined as it answered", 50, "r1", 199, 199, ""},
+		{"joined the run while it ran", 50, "r0", 150, 150, "one compute"},
+		{"joined a run on the URL's key on another replica", 50, "r1", 150, 150, "one compute"},
+	} {
+		if got := properties(Check(testScenario, build(tc.first, tc.replica, tc.second, tc.arrived))); got != tc.want {
+			t.Errorf("%s: violations %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// A run whose request left first (its deadline) goes on detached: its
+	// flight answers its joiners when it ends, not when its request left.
+	b := newHB()
+	bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 5, 100, wire.Response{Err: wire.ErrDeadline},
+		func(r *wire.Request) { r.Deadline = 95 * time.Millisecond })
+	b.computeFor(bob, "c1", "hj|auth=bob", "r0", 10, 200, "ok")
+	fr := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 201, 320, own("hj|lang=fr", "c2"))
+	b.computeFor(fr, "c2", "hj|lang=fr", "r0", 205, 310, "ok")
+	next := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 260, 330, own("hj|lang=fr", "c3"))
+	b.computeFor(next, "c3", "hj|lang=fr", "r0", 262, 315, "ok")
+	if vs := Check(testScenario, b.h); len(vs) > 0 {
+		t.Errorf("beside a detached run's joiners: violations %v, want none", vs)
+	}
 }

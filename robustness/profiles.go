@@ -29,6 +29,7 @@ func Profile(name string) []Scenario {
 			ComputeTimeout: 250 * time.Millisecond, WaitTimeout: 100 * time.Millisecond, LeaseTTL: time.Second,
 			PollInterval: 50 * time.Millisecond, BreakerCooldown: 300 * time.Millisecond},
 		Nemeses: []string{"pubsub-kill", "reset", "latency", "replica-pause"}, FaultFor: 600 * time.Millisecond, Calm: 1500 * time.Millisecond}
+	busy.Traffic.IgnoreContextEvery = 4
 	// faults: waiters wait, so one compute per key per expiry is checked,
 	// with L1 on, under every fault of a single Redis, data loss included.
 	// Each replica runs a twin cache on its client in the same namespace:

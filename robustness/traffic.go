@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/stampede-go/stampede/robustness/wire"
@@ -37,6 +38,13 @@ type Traffic struct {
 	// their other keys, across invalidations. 0 draws nothing more, so
 	// the scenarios that leave it out replay their seeds as before.
 	BatchFailEvery int
+	// IgnoreContextEvery, when above 0, makes one compute of the cache's
+	// calls in IgnoreContextEvery ignore its context (wire.Compute): one
+	// slower than ComputeTimeout is abandoned, and its callers must be
+	// told so (cache.ErrComputeTimeout), not handed a bare context error.
+	// 0 draws nothing more, so the scenarios that leave it out replay
+	// their seeds as before.
+	IgnoreContextEvery int
 	// Abandon runs abandoned-key rounds next to the traffic (rounds.go): a
 	// key written with a short TTL, left alone past TTL + max(Stale,
 	// StaleIfError), then read with a compute that fails, which no stored
@@ -146,6 +154,9 @@ func (t *Traffic) next(rng *rand.Rand, id int64) (req wire.Request, update bool)
 	ki := rng.IntN(t.Keys)
 	req.Key = fmt.Sprintf("k%d", ki)
 	req.Compute = t.compute(rng, ki)
+	if t.IgnoreContextEvery > 0 && rng.IntN(t.IgnoreContextEvery) == 0 && !strings.HasPrefix(op, "http-") {
+		req.Compute.IgnoreContext = true
+	}
 	switch op {
 	case wire.OpGetOrComputeMany:
 		req.Key = ""

@@ -141,8 +141,8 @@ var Bugs = []Bug{
 		Name:  "compute-timeout-as-context-error",
 		Class: "callers released by a compute past ComputeTimeout get a bare context error while their own contexts are alive",
 		File:  "cache/compute.go",
-		Old:   "if ctx.Err() == nil { // the compute's own bound, not its callers' context",
-		New:   "if false { // planted",
+		Old:   "errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {\n\t\t// The compute's own bound",
+		New:   "false {\n\t\t// The compute's own bound",
 	},
 	{
 		Name:  "l1-ignores-announcements",

@@ -78,7 +78,9 @@ func (r *replica) compute(ctx context.Context, req wire.Request, key string) (wi
 			r.origin.end(id, how, revalidated)
 		}
 	}()
-	if b.Sleep > 0 {
+	if b.Sleep > 0 && b.IgnoreContext {
+		time.Sleep(b.Sleep) // a compute that ignores its context
+	} else if b.Sleep > 0 {
 		t := time.NewTimer(b.Sleep)
 		select {
 		case <-t.C:

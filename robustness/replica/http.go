@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -33,6 +34,21 @@ import (
 type httpPath struct {
 	base string
 	hc   *http.Client
+	// arrived: when each request (by X-Request) last reached the cache
+	// middleware, in Unix nanoseconds (see arrival).
+	arrived sync.Map
+}
+
+// arrival records when each request reaches the cache middleware: its
+// last attempt's, since Go's transport sends a GET again when a panicking
+// handler dropped the connection. It tells the checker which handler run
+// the request may have joined (wire.Response.Arrived), better than when
+// the replica sent it, which a loaded machine can hold up for milliseconds.
+func (p *httpPath) arrival(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		p.arrived.Store(req.Header.Get("X-Request"), time.Now().UnixNano())
+		next.ServeHTTP(w, req)
+	})
 }
 
 func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*httpPath, error) {
@@ -47,8 +63,9 @@ func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*http
 	// ignores an analytics cookie (wire.HTTPKey).
 	route := middleware.CacheWithOptions(responses, middleware.Options{CacheAuthorized: true,
 		VaryCookies: []string{"lang"}, IgnoreCookies: []string{"_ga*"}})
-	router.With(route).Get("/v/{key}", r.serveCompute)
-	router.With(route).Post("/v/{key}", func(w http.ResponseWriter, _ *http.Request) {
+	p := &httpPath{hc: &http.Client{}}
+	router.With(p.arrival, route).Get("/v/{key}", r.serveCompute)
+	router.With(p.arrival, route).Post("/v/{key}", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	router.Handle("/purge", middleware.PurgeHandler(responses))
@@ -58,7 +75,8 @@ func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*http
 	}
 	srv := &http.Server{Handler: router, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return &httpPath{base: "http://" + ln.Addr().String(), hc: &http.Client{}}, nil
+	p.base = "http://" + ln.Addr().String()
+	return p, nil
 }
 
 // serveCompute is the route's handler: one compute, as the request's
@@ -70,6 +88,7 @@ func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*http
 func (r *replica) serveCompute(w http.ResponseWriter, req *http.Request) {
 	var c wire.Compute
 	_ = json.Unmarshal([]byte(req.Header.Get("X-Compute")), &c)
+	c.IgnoreContext = false // the route's handler honours its context (wire.Compute)
 	id, _ := strconv.ParseInt(req.Header.Get("X-Request"), 10, 64)
 	// A compute told to set a TTL answers, on the route, a response stale
 	// on arrival (max-age=0): not stored, it answers only the requests
@@ -204,7 +223,13 @@ func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response
 	hr.Host = "stampede.robustness"
 	c, _ := json.Marshal(req.Compute)
 	hr.Header.Set("X-Compute", string(c))
-	hr.Header.Set("X-Request", strconv.FormatInt(req.ID, 10))
+	id := strconv.FormatInt(req.ID, 10)
+	hr.Header.Set("X-Request", id)
+	defer func() {
+		if at, ok := p.arrived.LoadAndDelete(id); ok {
+			resp.Arrived = at.(int64)
+		}
+	}()
 	if len(req.Tags) > 0 {
 		hr.Header.Set("X-Tags", strings.Join(req.Tags, " "))
 	}

@@ -117,6 +117,11 @@ type Compute struct {
 	Pad int
 	// FallbackFails makes the fallback of FetchWithFallback fail.
 	FallbackFails bool
+	// IgnoreContext makes fn work its Sleep whatever its context: past
+	// ComputeTimeout, the cache releases its callers and leaves it to
+	// finish in the background. The HTTP route's handler honours its
+	// context whatever this says.
+	IgnoreContext bool `json:",omitempty"`
 }
 
 // Request is one operation for a replica.
@@ -202,6 +207,9 @@ type Response struct {
 	// the suite and every replica share: a history's intervals are then the
 	// calls' own, without the pipes' delays.
 	Invoked, Returned int64
+	// Arrived, for an HTTP request, is when the replica's server handed it
+	// to the cache middleware (its last attempt's), in Unix nanoseconds.
+	Arrived int64 `json:",omitempty"`
 }
 
 // The error kinds a replica reports, one per documented sentinel; "other"
