@@ -7,9 +7,11 @@ package childproc
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,15 +111,28 @@ func (p *Proc) Exited() <-chan struct{} { return p.done }
 // Logs returns what the process printed so far.
 func (p *Proc) Logs() string { return strings.TrimSpace(p.logs.String()) }
 
-// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago,
+// drawn below the kernel's ephemeral range (32768 and up on Linux, 49152
+// and up elsewhere): the kernel never gives such a port to an outgoing
+// connection, so a server stopped and started again on its port (a
+// restart, a fault) does not find it taken by some client's socket
+// meanwhile, as a port the kernel drew for a listener can be on a busy
+// machine.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("childproc: free port: %w", err)
+	var err error
+	for range 100 {
+		port := lowPortFrom + rand.IntN(lowPortTo-lowPortFrom)
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			_ = l.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("childproc: free port: %w", err)
 }
+
+// FreePort draws from [lowPortFrom, lowPortTo).
+const lowPortFrom, lowPortTo = 20000, 32768
 
 // OnFreePort calls start with free loopback ports until it succeeds, up to
 // 5 times: a free port can be taken between the probe and the bind.

@@ -142,10 +142,12 @@ func pollUntil(timeout, interval time.Duration, ready func() error) error {
 }
 
 // clusterPort finds a loopback port p with p and its cluster bus port
-// p+10000 both free.
+// p+10000 both free, both below the kernel's ephemeral range (see
+// childproc.FreePort): a node killed and started again on them does not
+// find them taken by some client's socket.
 func clusterPort() (int, error) {
 	for range 200 {
-		p := 20000 + rand.N(30000)
+		p := 12000 + rand.N(10000)
 		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
