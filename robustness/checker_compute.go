@@ -293,7 +293,7 @@ func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 	if !isRouteKey(cp.Key) || !sharesURLKey(principal) {
 		return false
 	}
-	arrived := c.arrived(cp.Req)
+	arrived := c.arrived(cp)
 	for _, x := range c.h.Computes {
 		if x.Req == cp.Req && x.How == "panic" && x.Ended > 0 && x.Ended <= cp.Began {
 			arrived = max(arrived, x.Ended) // sent again after the dropped connection
@@ -322,33 +322,44 @@ func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 	return false
 }
 
-// arrived is when request id reached its replica's middleware (or, in a
-// history that did not record it, when the replica sent it).
-func (c *checker) arrived(id int64) time.Duration {
-	if o := c.byReq[id]; o != nil && o.Arrived != 0 {
-		return o.Arrived
+// arrived is when the attempt of cp's request that ran cp reached its
+// replica's middleware: the last one before cp began (or, in a history
+// that did not record it, when the replica sent the request).
+func (c *checker) arrived(cp *Compute) time.Duration {
+	at := c.invoked(cp.Req)
+	if o := c.byReq[cp.Req]; o != nil {
+		for _, a := range o.Arrived {
+			if a <= cp.Began {
+				at = max(at, a)
+			}
+		}
 	}
-	return c.invoked(id)
+	return at
 }
 
 // answered is a bound on when the flight of the handler run x answered
 // the requests that joined it: before x's request returned, unless that
-// request left first (its deadline) and x ran on, detached; then soon
-// after x's handler returned (a response not stored is not filled).
+// request left first (its deadline) and x ran on, detached; then within
+// one Redis step after x's handler returned (a response not stored gives
+// its lease up, a stored one is filled, before the flight answers).
 func (c *checker) answered(x *Compute) time.Duration {
 	o := c.byReq[x.Req]
 	switch {
 	case o == nil || o.Unknown:
 		return c.h.End
 	case o.Return < x.Ended:
-		return x.Ended + detachedTail
+		return x.Ended + c.stepBound()
 	}
 	return o.Return
 }
 
-// detachedTail bounds how long after a detached run's handler returned its
-// flight answers the requests that joined it.
-const detachedTail = 50 * time.Millisecond
+// stepBound bounds one Redis step of the library: its budget follows a
+// slow Redis up to WaitTimeout (docs/operating.md), and at least
+// RedisTimeout; with a margin for a loaded machine.
+func (c *checker) stepBound() time.Duration {
+	o := c.sc.Options
+	return max(o.WaitTimeout, o.RedisTimeout, 250*time.Millisecond) + 50*time.Millisecond
+}
 
 // joinerBypass reports whether o is a request of the joiners' route
 // answered by a handler run of its own (a bypass): its principal shares the

@@ -55,6 +55,18 @@ func val(id string, tags ...string) wire.Response {
 	return wire.Response{Value: &wire.Value{Src: "compute", ID: id, Tags: tags}}
 }
 
+// runsAroundPost is two runs of h0| at once on two replicas, with a POST
+// of key (a route and a principal) between their calls.
+func runsAroundPost(key string) func(*hb) {
+	return func(b *hb) {
+		b.op("r0", wire.OpHTTPGet, "h0|", 100, 300, routeVal("h0|", "c1"))
+		b.op("r1", wire.OpHTTPPost, key, 120, 130, wire.Response{})
+		b.op("r1", wire.OpHTTPGet, "h0|", 140, 300, routeVal("h0|", "c2"))
+		b.compute("c1", "h0|", "r0", 110, 200, "ok")
+		b.compute("c2", "h0|", "r1", 150, 250, "ok")
+	}
+}
+
 // routeVal is an HTTP request's answer: a run's response made for key.
 func routeVal(key, id string) wire.Response {
 	return wire.Response{Outcome: "miss", Value: &wire.Value{Key: key, Src: "compute", ID: id}}
@@ -272,20 +284,8 @@ func TestCheckerWritesErrorsDeadlinesAndComputes(t *testing.T) {
 			b.compute("c1", "k0", "r0", 110, 200, "ok")
 			b.compute("c2", "k0", "r1", 150, 250, "ok")
 		}, ""},
-		{"two runs of a URL at once around another principal's POST to it", func(b *hb) {
-			b.op("r0", wire.OpHTTPGet, "h0|", 100, 300, routeVal("h0|", "c1"))
-			b.op("r1", wire.OpHTTPPost, "h0|auth=alice", 120, 130, wire.Response{})
-			b.op("r1", wire.OpHTTPGet, "h0|", 140, 300, routeVal("h0|", "c2"))
-			b.compute("c1", "h0|", "r0", 110, 200, "ok")
-			b.compute("c2", "h0|", "r1", 150, 250, "ok")
-		}, ""},
-		{"two runs of a URL at once around a POST to another URL", func(b *hb) {
-			b.op("r0", wire.OpHTTPGet, "h0|", 100, 300, routeVal("h0|", "c1"))
-			b.op("r1", wire.OpHTTPPost, "h1|auth=alice", 120, 130, wire.Response{})
-			b.op("r1", wire.OpHTTPGet, "h0|", 140, 300, routeVal("h0|", "c2"))
-			b.compute("c1", "h0|", "r0", 110, 200, "ok")
-			b.compute("c2", "h0|", "r1", 150, 250, "ok")
-		}, "one compute"},
+		{"two runs of a URL at once around another principal's POST to it", runsAroundPost("h0|auth=alice"), ""},
+		{"two runs of a URL at once around a POST to another URL", runsAroundPost("h1|auth=alice"), "one compute"},
 		{"a stored value went back", func(b *hb) {
 			b.compute("c1", "k0", "r0", 10, 20, "ok")
 			b.compute("c2", "k0", "r0", 30, 40, "ok")

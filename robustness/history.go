@@ -36,9 +36,10 @@ type Op struct {
 	// operation ran, so its return time says nothing about the library.
 	Paused bool `json:",omitempty"`
 	Resp   wire.Response
-	// Arrived, for an HTTP request, is when the replica's server handed it
-	// to the cache middleware (its last attempt's); zero when unknown.
-	Arrived time.Duration `json:",omitempty"`
+	// Arrived, for an HTTP request, is when the replica's server handed
+	// each attempt of it to the cache middleware (Go's transport sends a
+	// GET again when its connection dropped); empty when unknown.
+	Arrived []time.Duration `json:",omitempty"`
 }
 
 // Ok reports whether the operation returned without an error.

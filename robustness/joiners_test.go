@@ -178,7 +178,7 @@ func TestCheckerKnowsWhichRunARequestJoined(t *testing.T) {
 			b.computeFor(alice, "c3", "hj|auth=alice", "r1", 10, 200, "ok")
 		}
 		o := b.op(replica, wire.OpHTTPGet, "hj|lang=fr", second, 330, own("hj|lang=fr", "c4"))
-		o.Arrived = at(arrived)
+		o.Arrived = []time.Duration{at(arrived)}
 		b.computeFor(o, "c4", "hj|lang=fr", replica, 212, 315, "ok")
 		return b.h
 	}
@@ -198,6 +198,24 @@ func TestCheckerKnowsWhichRunARequestJoined(t *testing.T) {
 	} {
 		if got := properties(Check(testScenario, build(tc.first, tc.replica, tc.second, tc.arrived))); got != tc.want {
 			t.Errorf("%s: violations %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// A request whose run panicked is sent again when the connection
+	// drops: the run of its first attempt is judged by when that attempt
+	// arrived (while bob's run ran: regrouped), not by the second's.
+	{
+		b := newHB()
+		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 5, 205, own("hj|auth=bob", "c1"))
+		b.computeFor(bob, "c1", "hj|auth=bob", "r0", 10, 200, "ok")
+		r := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 50, 420, own("hj|lang=fr", "c4"))
+		r.Arrived = []time.Duration{at(50), at(320)}
+		b.computeFor(r, "c2", "hj|lang=fr", "r0", 210, 300, "panic")
+		b.computeFor(r, "c4", "hj|lang=fr", "r0", 322, 400, "ok")
+		q := b.op("r1", wire.OpHTTPGet, "hj|lang=fr", 250, 320, own("hj|lang=fr", "c3"))
+		q.Arrived = []time.Duration{at(250)}
+		b.computeFor(q, "c3", "hj|lang=fr", "r1", 255, 315, "ok")
+		if vs := Check(testScenario, b.h); len(vs) > 0 {
+			t.Errorf("a request sent again after its run panicked: violations %v, want none", vs)
 		}
 	}
 	// A run whose request left first (its deadline) goes on detached: its

@@ -28,7 +28,15 @@ const (
 	// probeKey is the key the Gets sent at a fault's injection read
 	// (probeGets): never written, so that no L1 answers them.
 	probeKey = "kg"
+	// standInKey and heldKey are the keys of the stand-in rounds: a
+	// value of standInKey, tagged standInTag and expired, stands in for
+	// a batch's failed compute while the batch waits for heldKey.
+	standInKey, heldKey = "ks", "kh"
+	standInTag          = "ts"
 )
+
+// standInHold is how long the stand-in round's compute of heldKey runs.
+const standInHold = 400 * time.Millisecond
 
 // abandonTTL is the TTL an abandoned key is written with: short, so that
 // its windows end within a round.
@@ -66,6 +74,9 @@ func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	if r.sc.Traffic.Announce && r.sc.Options.L1Size > 0 && r.sc.Mode != "local" && r.sc.Replicas > 1 {
 		kinds = append(kinds, r.announceRound)
 	}
+	if r.sc.Traffic.StandIn && r.sc.Options.StaleIfError > 0 {
+		kinds = append(kinds, r.standInRound)
+	}
 	for i := 0; len(kinds) > 0; i++ {
 		pause := roundPause/2 + time.Duration(rng.Int64N(int64(roundPause)))
 		time.Sleep(pause) // the rounds' schedule, not a wait for an event
@@ -89,11 +100,10 @@ func (r *run) abandonRound(rng *rand.Rand) time.Duration {
 	if rng == nil {
 		return window + 2*r.sc.Traffic.Deadline
 	}
-	rep := r.env.replicas[rng.IntN(len(r.env.replicas))]
-	if rep.idle() {
+	rep := r.roundReplica(rng)
+	if rep == nil {
 		return 0
 	}
-	r.clears.Lock()
 	defer r.clears.Unlock()
 	rep.waitActive()
 	set := r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpSet, Key: abandonedKey, SetTTL: abandonTTL,
@@ -119,11 +129,10 @@ func (r *run) announceRound(rng *rand.Rand) time.Duration {
 	if rng == nil {
 		return crossReplica + roundMargin + 2*r.sc.Traffic.Deadline
 	}
-	writer := r.env.replicas[rng.IntN(len(r.env.replicas))]
-	if writer.idle() {
+	writer := r.roundReplica(rng)
+	if writer == nil {
 		return 0
 	}
-	r.clears.Lock()
 	defer r.clears.Unlock()
 	set := func() bool {
 		writer.waitActive()
@@ -149,6 +158,70 @@ func (r *run) announceRound(rng *rand.Rand) time.Duration {
 	time.Sleep(crossReplica + roundMargin) // past the window in which the others may still answer the first value
 	readAll()
 	return 0
+}
+
+// standInRound (rng nil: how long it takes, at most) makes a batch hold
+// a value standing in for its failed compute across an ExpireTags: on one
+// replica, standInKey is computed with standInTag and expired
+// (ExpireTags), so that it is kept for errors (StaleIfError); a compute of
+// heldKey runs for standInHold; a batch of heldKey and standInKey, whose
+// compute fails once, finds standInKey's value standing in for its failure
+// and waits for heldKey; an ExpireTags of standInTag returns meanwhile.
+// The stand-in is older than that ExpireTags and its failure came before
+// it: the batch must compute standInKey again (and its compute now
+// succeeds), not answer the stand-in (an invalidation violation: the
+// batch-standin-unfenced plant). The pauses order the round's calls on a
+// quiet machine; on a loaded one they may come in another order, which
+// only judges another history. No Clear may drop the key meanwhile: the
+// round holds the Clear gate.
+func (r *run) standInRound(rng *rand.Rand) time.Duration {
+	if rng == nil {
+		return standInHold + 2*r.sc.Traffic.Deadline
+	}
+	rep := r.roundReplica(rng)
+	if rep == nil {
+		return 0
+	}
+	defer r.clears.Unlock()
+	call := func(req wire.Request) *Op {
+		rep.waitActive()
+		req.ID, req.Deadline = r.nextID.Add(1), r.sc.Traffic.Deadline
+		return r.do(rep, req, false)
+	}
+	expire := func() bool {
+		return call(wire.Request{Op: wire.OpExpireTags, Tags: []string{standInTag}}).Ok()
+	}
+	tagged := wire.Compute{Tags: []string{standInTag}}
+	if !call(wire.Request{Op: wire.OpDelete, Key: heldKey}).Ok() ||
+		!call(wire.Request{Op: wire.OpGetOrCompute, Key: standInKey, Compute: tagged}).Ok() || !expire() {
+		return 0
+	}
+	var calls sync.WaitGroup
+	calls.Go(func() {
+		call(wire.Request{Op: wire.OpGetOrCompute, Key: heldKey, Compute: wire.Compute{Sleep: standInHold}})
+	})
+	time.Sleep(standInHold / 8) // the round's order: heldKey's compute first
+	failOnce := tagged
+	failOnce.FailOnce = true
+	calls.Go(func() {
+		call(wire.Request{Op: wire.OpGetOrComputeMany, Keys: []string{heldKey, standInKey}, Compute: failOnce})
+	})
+	time.Sleep(standInHold / 4) // then the batch's failure, then the ExpireTags
+	expire()
+	calls.Wait()
+	return 0
+}
+
+// roundReplica draws the replica a round runs on and takes the Clear gate
+// for the round (the caller lets it go); nil, without the gate, when the
+// replica is kept idle.
+func (r *run) roundReplica(rng *rand.Rand) *Replica {
+	rep := r.env.replicas[rng.IntN(len(r.env.replicas))]
+	if rep.idle() {
+		return nil
+	}
+	r.clears.Lock()
+	return rep
 }
 
 // failsRedis reports whether a nemesis makes Redis fail the calls of the

@@ -48,7 +48,7 @@ func TestShortProfileRunsTheWindowRounds(t *testing.T) {
 // that nothing but a round writes, invalidates or reads them, and no
 // register ("r…", the linearizability check's) is among them.
 func TestTrafficNeverDrawsTheRoundsKeys(t *testing.T) {
-	for _, k := range []string{abandonedKey, announcedKey, probeKey} {
+	for _, k := range []string{abandonedKey, announcedKey, probeKey, standInKey, heldKey} {
 		if strings.HasPrefix(k, "r") {
 			t.Errorf("round key %q reads as a register", k)
 		}
@@ -59,7 +59,7 @@ func TestTrafficNeverDrawsTheRoundsKeys(t *testing.T) {
 		for i := range 20000 {
 			req, _ := tr.next(rng, int64(i))
 			for _, k := range append([]string{req.Key}, req.Keys...) {
-				if k == abandonedKey || k == announcedKey || k == probeKey {
+				if k == abandonedKey || k == announcedKey || k == probeKey || k == standInKey || k == heldKey {
 					t.Fatalf("%s: the traffic drew the round key %q (%s)", sc.Name, k, req.Op)
 				}
 			}

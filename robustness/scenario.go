@@ -225,8 +225,8 @@ func (r *run) do(rep *Replica, req wire.Request, twin bool) *Op {
 	if ok && resp.Invoked != 0 { // the call's own interval, inside the one seen from here
 		op.Invoke, op.Return = r.clock.at(resp.Invoked), r.clock.at(resp.Returned)
 	}
-	if ok && resp.Arrived != 0 {
-		op.Arrived = r.clock.at(resp.Arrived)
+	for _, at := range resp.Arrived {
+		op.Arrived = append(op.Arrived, r.clock.at(at))
 	}
 	r.hist.addOp(op)
 	return op

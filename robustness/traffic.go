@@ -55,6 +55,11 @@ type Traffic struct {
 	// a key one replica writes twice and the others read, into their L1,
 	// and read again past the cross-replica window. Only with L1.
 	Announce bool
+	// StandIn runs stand-in rounds next to the traffic (rounds.go): a
+	// batch whose compute fails for a key with a value kept for errors,
+	// while it waits for a key another call computes, across an
+	// ExpireTags of that value's tags. Only with StaleIfError.
+	StandIn bool
 	// Weights of each operation; a zero weight leaves it out.
 	Weights map[string]int
 }

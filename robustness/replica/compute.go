@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/stampede-go/stampede/cache"
@@ -126,10 +127,15 @@ func (r *replica) fn(req wire.Request) func(context.Context) (wire.Value, error)
 }
 
 func (r *replica) batchFn(req wire.Request) func(context.Context, []string) (map[string]wire.Value, error) {
+	var calls atomic.Int32
 	return func(ctx context.Context, missing []string) (map[string]wire.Value, error) {
+		call := req
+		if req.Compute.FailOnce && calls.Add(1) == 1 {
+			call.Compute.Fail = true
+		}
 		out := make(map[string]wire.Value, len(missing))
 		for _, k := range missing {
-			v, err := r.compute(ctx, req, k)
+			v, err := r.compute(ctx, call, k)
 			if err != nil {
 				return nil, err
 			}

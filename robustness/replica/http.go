@@ -34,21 +34,34 @@ import (
 type httpPath struct {
 	base string
 	hc   *http.Client
-	// arrived: when each request (by X-Request) last reached the cache
-	// middleware, in Unix nanoseconds (see arrival).
-	arrived sync.Map
+	// arrived: when each attempt of each request (by X-Request) reached
+	// the cache middleware, in Unix nanoseconds (see arrival).
+	mu      sync.Mutex
+	arrived map[string][]int64
 }
 
-// arrival records when each request reaches the cache middleware: its
-// last attempt's, since Go's transport sends a GET again when a panicking
-// handler dropped the connection. It tells the checker which handler run
-// the request may have joined (wire.Response.Arrived), better than when
-// the replica sent it, which a loaded machine can hold up for milliseconds.
+// arrival records when each request reaches the cache middleware, each
+// attempt of it (Go's transport sends a GET again when a panicking handler
+// dropped the connection). It tells the checker which handler run the
+// request may have joined (wire.Response.Arrived), better than when the
+// replica sent it, which a loaded machine can hold up for milliseconds.
 func (p *httpPath) arrival(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		p.arrived.Store(req.Header.Get("X-Request"), time.Now().UnixNano())
+		id, at := req.Header.Get("X-Request"), time.Now().UnixNano()
+		p.mu.Lock()
+		p.arrived[id] = append(p.arrived[id], at)
+		p.mu.Unlock()
 		next.ServeHTTP(w, req)
 	})
+}
+
+// arrivals takes the arrivals recorded for request id.
+func (p *httpPath) arrivals(id string) []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := p.arrived[id]
+	delete(p.arrived, id)
+	return at
 }
 
 func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*httpPath, error) {
@@ -63,7 +76,7 @@ func startHTTP(r *replica, rdb redis.UniversalClient, opts cache.Options) (*http
 	// ignores an analytics cookie (wire.HTTPKey).
 	route := middleware.CacheWithOptions(responses, middleware.Options{CacheAuthorized: true,
 		VaryCookies: []string{"lang"}, IgnoreCookies: []string{"_ga*"}})
-	p := &httpPath{hc: &http.Client{}}
+	p := &httpPath{hc: &http.Client{}, arrived: map[string][]int64{}}
 	router.With(p.arrival, route).Get("/v/{key}", r.serveCompute)
 	router.With(p.arrival, route).Post("/v/{key}", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
@@ -225,11 +238,7 @@ func (p *httpPath) do(ctx context.Context, req wire.Request) (resp wire.Response
 	hr.Header.Set("X-Compute", string(c))
 	id := strconv.FormatInt(req.ID, 10)
 	hr.Header.Set("X-Request", id)
-	defer func() {
-		if at, ok := p.arrived.LoadAndDelete(id); ok {
-			resp.Arrived = at.(int64)
-		}
-	}()
+	defer func() { resp.Arrived = p.arrivals(id) }()
 	if len(req.Tags) > 0 {
 		hr.Header.Set("X-Tags", strings.Join(req.Tags, " "))
 	}

@@ -122,6 +122,10 @@ type Compute struct {
 	// finish in the background. The HTTP route's handler honours its
 	// context whatever this says.
 	IgnoreContext bool `json:",omitempty"`
+	// FailOnce makes the request's first compute fail as Fail does, and
+	// the next ones succeed: a batch whose compute failed computes again
+	// when the value standing in for it was invalidated while it waited.
+	FailOnce bool `json:",omitempty"`
 }
 
 // Request is one operation for a replica.
@@ -207,9 +211,9 @@ type Response struct {
 	// the suite and every replica share: a history's intervals are then the
 	// calls' own, without the pipes' delays.
 	Invoked, Returned int64
-	// Arrived, for an HTTP request, is when the replica's server handed it
-	// to the cache middleware (its last attempt's), in Unix nanoseconds.
-	Arrived int64 `json:",omitempty"`
+	// Arrived, for an HTTP request, is when the replica's server handed
+	// each attempt of it to the cache middleware, in Unix nanoseconds.
+	Arrived []int64 `json:",omitempty"`
 }
 
 // The error kinds a replica reports, one per documented sentinel; "other"
