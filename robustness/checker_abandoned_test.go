@@ -36,3 +36,20 @@ func TestCheckerAbandonedComputeMayRunBesideTheNext(t *testing.T) {
 		}
 	}
 }
+
+// The bound is counted from the compute, not from its call: a call that
+// waited on a lease before it computed was not abandoned at its invoke's
+// ComputeTimeout, nor at all when its compute ended within its own.
+func TestCheckerAbandonedFromItsCompute(t *testing.T) {
+	sc := testScenario
+	sc.Options.ComputeTimeout = 250 * time.Millisecond
+	b := newHB()
+	ignore := func(r *wire.Request) { r.Compute.IgnoreContext = true }
+	first := b.op("r0", wire.OpGetOrCompute, "k0", 0, 450, val("c1"), ignore)
+	b.computeFor(first, "c1", "k0", "r0", 150, 380, "ok") // within its 250 ms from 150: never abandoned
+	next := b.op("r1", wire.OpGetOrCompute, "k0", 255, 300, val("c2"))
+	b.computeFor(next, "c2", "k0", "r1", 260, 290, "ok")
+	if got := properties(Check(sc, b.h)); got != "one compute" {
+		t.Errorf("a compute beside one not past its ComputeTimeout: violations %q, want one compute", got)
+	}
+}

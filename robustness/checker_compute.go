@@ -5,7 +5,9 @@ package robustness
 // it is only slow.
 
 import (
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,7 +88,7 @@ func (c *checker) oneCompute() {
 				// select, beside a run its URL's next request began: the
 				// middleware's two keys (docs/http.md). Two such runs of
 				// one variant never overlap, nor two runs on the URL's key.
-				excused = excused || c.regroupedRun(a) && !c.surelyRegrouped(b) || c.regroupedRun(b) && !c.surelyRegrouped(a)
+				excused = excused || (c.regroupedRun(a) && !c.surelyRegrouped(b) || c.regroupedRun(b) && !c.surelyRegrouped(a)) && !c.joinedAlike(a, b)
 				// A compute that ignored its context past ComputeTimeout
 				// was abandoned: its callers were released and its lease
 				// given up, and the key's next compute may run while it
@@ -165,14 +167,23 @@ func routeOf(key string) string {
 }
 
 // abandonedBefore reports whether a is a compute that ignores its context
-// (wire.Compute) and b began after a may have been abandoned: its
-// ComputeTimeout, counted from the earliest moment it may have started
-// (its request's invoke: the cache's bound starts before the compute's
-// first key of a batch, and a refresh's before it).
+// (wire.Compute), was abandoned (it ran past its ComputeTimeout), and b
+// began after it was: its ComputeTimeout counted from the latest moment
+// the cache's bound may have started, the first compute of a's request
+// (the bound starts before a batch's first key, a refresh's too).
 func (c *checker) abandonedBefore(a, b *Compute) bool {
 	o := c.byReq[a.Req]
 	ct := c.sc.Options.ComputeTimeout
-	return o != nil && o.Req.Compute.IgnoreContext && ct > 0 && b.Began >= o.Invoke+ct
+	if o == nil || !o.Req.Compute.IgnoreContext || ct <= 0 {
+		return false
+	}
+	start := a.Began
+	for _, x := range c.h.Computes {
+		if x.Req == a.Req && x.Began < start {
+			start = x.Began
+		}
+	}
+	return a.Ended-start > ct && b.Began >= start+ct
 }
 
 // anyReplicaBroken reports whether a fault on one replica that breaks one
@@ -268,9 +279,33 @@ func (c *checker) surelyRegrouped(cp *Compute) bool { return c.regroupedAs(cp, t
 
 // joinMargin is how long before a run ended a request must have reached
 // the middleware for the checker to be sure it joined that run's flight:
-// the request still goes through the router and the middleware's keying
-// before it joins.
-const joinMargin = time.Millisecond
+// the cache reads the key from the store before it joins, and the flight
+// answers once the run gave its lease up after its handler returned. On
+// a quiet link both take well under the margin; a fault that delays the
+// replica's traffic by d to 2d each way (latency, overload) can make the
+// read's round trip 2d longer than the lease's.
+func (c *checker) joinMargin(replica string, from, to time.Duration) time.Duration {
+	const quiet = 25 * time.Millisecond
+	if c.sc.Mode == "local" {
+		return 5 * time.Millisecond
+	}
+	m := quiet
+	for _, f := range c.faults {
+		if f.from <= to && from <= f.to && (f.replica == "" || f.replica == wire.Process(replica)) &&
+			(strings.HasPrefix(f.what, "latency") || strings.HasPrefix(f.what, "overload")) {
+			d := c.stepBound() / 2 // no delay named: as long as a step may take
+			if n := eachWay.FindStringSubmatch(f.what); n != nil {
+				ms, _ := strconv.Atoi(n[1])
+				d = time.Duration(ms) * time.Millisecond
+			}
+			m = max(m, quiet+2*d)
+		}
+	}
+	return m
+}
+
+// eachWay reads the delay a latency or overload fault names.
+var eachWay = regexp.MustCompile(`(\d+)ms each way`)
 
 func (c *checker) regroupedAs(cp *Compute, sure bool) bool {
 	memo := &c.regroupedMemo
@@ -280,10 +315,11 @@ func (c *checker) regroupedAs(cp *Compute, sure bool) bool {
 	if r, ok := (*memo)[cp.ID]; ok {
 		return r
 	}
-	r := c.regroupedOf(cp, sure)
 	if *memo == nil {
 		*memo = map[string]bool{}
 	}
+	(*memo)[cp.ID] = false // runs of no length at one instant must not recurse for ever
+	r := c.regroupedOf(cp, sure)
 	(*memo)[cp.ID] = r
 	return r
 }
@@ -295,11 +331,6 @@ func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 	}
 	arrived := c.arrived(cp)
 	for _, x := range c.h.Computes {
-		if x.Req == cp.Req && x.How == "panic" && x.Ended > 0 && x.Ended <= cp.Began {
-			arrived = max(arrived, x.Ended) // sent again after the dropped connection
-		}
-	}
-	for _, x := range c.h.Computes {
 		xr, xp := wire.HTTPKey(x.Key)
 		if xr != route || xp == principal || !sharesURLKey(xp) || x.Replica != cp.Replica || x.How == "panic" ||
 			x.Ended == 0 || x.Ended > cp.Began {
@@ -308,7 +339,7 @@ func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 		if sure {
 			// x certainly ran on the URL's key, and the request joined
 			// its flight while its handler still ran.
-			if arrived+joinMargin < x.Ended && !c.regroupedRun(x) {
+			if arrived+c.joinMargin(cp.Replica, arrived, x.Ended) < x.Ended && !c.regroupedRun(x) {
 				return true
 			}
 			continue
@@ -322,9 +353,43 @@ func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 	return false
 }
 
+// joinedAlike reports whether runs a and b of one variant on one replica
+// share their fate: every run of another principal whose flight either of
+// their requests may have joined was joined by both for certain (both
+// arrived while it still ran, its margin before its end). Whether that
+// run was on the URL's key (both regrouped behind it, into one flight of
+// their variant) or regrouped itself (neither joined it, both on the
+// URL's key, one flight), their runs are one flight's, and never overlap.
+func (c *checker) joinedAlike(a, b *Compute) bool {
+	if a.Replica != b.Replica {
+		return false
+	}
+	route, principal := wire.HTTPKey(a.Key)
+	arrA, arrB := c.arrived(a), c.arrived(b)
+	relevant := false
+	for _, x := range c.h.Computes {
+		xr, xp := wire.HTTPKey(x.Key)
+		if xr != route || xp == principal || !sharesURLKey(xp) || x.Replica != a.Replica || x.How == "panic" ||
+			x.Ended == 0 || x.Ended > min(a.Began, b.Began) {
+			continue
+		}
+		if arrA >= c.answered(x) && arrB >= c.answered(x) {
+			continue // neither may have joined it
+		}
+		relevant = true
+		from := min(arrA, arrB)
+		if m := c.joinMargin(a.Replica, from, x.Ended); arrA+m >= x.Ended || arrB+m >= x.Ended {
+			return false // one may have missed its flight
+		}
+	}
+	return relevant
+}
+
 // arrived is when the attempt of cp's request that ran cp reached its
 // replica's middleware: the last one before cp began (or, in a history
-// that did not record it, when the replica sent the request).
+// that did not record it, when the replica sent the request, or, after a
+// run of it that panicked and dropped the connection, when that run
+// ended: the client's transport sends the request again).
 func (c *checker) arrived(cp *Compute) time.Duration {
 	at := c.invoked(cp.Req)
 	if o := c.byReq[cp.Req]; o != nil {
@@ -334,21 +399,27 @@ func (c *checker) arrived(cp *Compute) time.Duration {
 			}
 		}
 	}
+	for _, x := range c.h.Computes {
+		if x.Req == cp.Req && x.How == "panic" && x.Ended > 0 && x.Ended <= cp.Began {
+			at = max(at, x.Ended)
+		}
+	}
 	return at
 }
 
 // answered is a bound on when the flight of the handler run x answered
 // the requests that joined it: before x's request returned, unless that
-// request left first (its deadline) and x ran on, detached; then within
-// one Redis step after x's handler returned (a response not stored gives
-// its lease up, a stored one is filled, before the flight answers).
+// request left first (its deadline) and x ran on, detached; then once
+// its lease was given up after x's handler returned (the joiners' route
+// stores nothing: its runs end by giving their lease up, a step the
+// store bounds by a second), with a margin for a loaded machine.
 func (c *checker) answered(x *Compute) time.Duration {
 	o := c.byReq[x.Req]
 	switch {
 	case o == nil || o.Unknown:
 		return c.h.End
 	case o.Return < x.Ended:
-		return x.Ended + c.stepBound()
+		return x.Ended + time.Second + 50*time.Millisecond
 	}
 	return o.Return
 }

@@ -232,3 +232,66 @@ func TestCheckerKnowsWhichRunARequestJoined(t *testing.T) {
 		t.Errorf("beside a detached run's joiners: violations %v, want none", vs)
 	}
 }
+
+// What the checker cannot know, it leaves open, and no more: a request
+// joins a flight only after it read the key from Redis, which a latency
+// fault slows (it may miss a run that ended after it arrived); a run
+// whose request left ran on detached and gave its lease up within a
+// second of its end; and two runs of one variant on one replica whose
+// requests both arrived while the same run still ran share their fate,
+// whatever that run was, so they never overlap.
+func TestCheckerJoinsWithinWhatItCanKnow(t *testing.T) {
+	own := func(key, id string) wire.Response {
+		return wire.Response{Outcome: "miss", Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}}
+	}
+	arrived := func(o *Op, ms int) { o.Arrived = []time.Duration{at(ms)} }
+	t.Run("a slow read misses the flight", func(t *testing.T) {
+		b := newHB()
+		b.h.Events = append(b.h.Events, Event{At: at(0), What: "latency: r0 delayed 45ms each way"},
+			Event{At: at(2000), What: "latency: healed", Heal: true})
+		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 40, 260, own("hj|auth=bob", "c1"))
+		arrived(bob, 40)
+		b.computeFor(bob, "c1", "hj|auth=bob", "r0", 100, 200, "ok")
+		a := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 120, 440, own("hj|lang=fr", "c2"))
+		arrived(a, 120)
+		b.computeFor(a, "c2", "hj|lang=fr", "r0", 330, 430, "ok")
+		late := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 190, 510, own("hj|lang=fr", "c3"))
+		arrived(late, 190)
+		b.computeFor(late, "c3", "hj|lang=fr", "r0", 400, 500, "ok")
+		if vs := Check(testScenario, b.h); len(vs) > 0 {
+			t.Errorf("violations %v, want none", vs)
+		}
+	})
+	t.Run("behind a run that may be regrouped itself", func(t *testing.T) {
+		b := newHB()
+		carol := b.op("r0", wire.OpHTTPGet, "hj|auth=carol", 0, 160, own("hj|auth=carol", "c0"))
+		b.computeFor(carol, "c0", "hj|auth=carol", "r0", 5, 150, "ok")
+		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 152, 305, own("hj|auth=bob", "c1"))
+		arrived(bob, 152)
+		b.computeFor(bob, "c1", "hj|auth=bob", "r0", 162, 300, "ok")
+		p1 := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 200, 460, own("hj|lang=fr", "c2"))
+		arrived(p1, 200)
+		b.computeFor(p1, "c2", "hj|lang=fr", "r0", 306, 450, "ok")
+		p2 := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 201, 462, own("hj|lang=fr", "c3"))
+		arrived(p2, 201)
+		b.computeFor(p2, "c3", "hj|lang=fr", "r0", 307, 452, "ok")
+		if got := properties(Check(testScenario, b.h)); got != "one compute" {
+			t.Errorf("violations %q, want one compute", got)
+		}
+	})
+	t.Run("a second past a detached run", func(t *testing.T) {
+		b := newHB()
+		carol := b.op("r0", wire.OpHTTPGet, "hj|auth=carol", 0, 90, wire.Response{Err: wire.ErrDeadline},
+			func(r *wire.Request) { r.Deadline = 90 * time.Millisecond })
+		b.computeFor(carol, "c0", "hj|auth=carol", "r0", 5, 200, "ok")
+		fr0 := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 1300, 1500, own("hj|lang=fr", "c1"))
+		arrived(fr0, 1300)
+		b.computeFor(fr0, "c1", "hj|lang=fr", "r0", 1305, 1490, "ok")
+		fr1 := b.op("r1", wire.OpHTTPGet, "hj|lang=fr", 1310, 1500, own("hj|lang=fr", "c2"))
+		arrived(fr1, 1310)
+		b.computeFor(fr1, "c2", "hj|lang=fr", "r1", 1315, 1490, "ok")
+		if got := properties(Check(testScenario, b.h)); got != "one compute" {
+			t.Errorf("two runs of fr on the URL's key on two replicas: violations %q, want one compute", got)
+		}
+	})
+}

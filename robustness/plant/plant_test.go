@@ -3,8 +3,11 @@ package plant
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stampede-go/stampede/robustness"
 )
 
 // Every planted bug still applies to the code as it is: its text occurs
@@ -44,5 +47,24 @@ func TestApplyRefusesAMissingText(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "package f\n" {
 		t.Fatalf("the file changed: %q", b)
+	}
+}
+
+// The scenarios a plant names are the short profile's, and a lease plant
+// names none (TestLockSet has no scenarios to choose).
+func TestPlantScenariosAreTheShortProfiles(t *testing.T) {
+	var names []string
+	for _, sc := range robustness.Profile("short") {
+		names = append(names, sc.Name)
+	}
+	for _, b := range Bugs {
+		if b.Test != "" && len(b.Scenarios) > 0 {
+			t.Errorf("%s: scenarios %v for %s", b.Name, b.Scenarios, b.Test)
+		}
+		for _, sc := range b.Scenarios {
+			if !slices.Contains(names, sc) {
+				t.Errorf("%s: no scenario %q in the short profile %v", b.Name, sc, names)
+			}
+		}
 	}
 }

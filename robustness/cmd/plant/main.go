@@ -3,7 +3,7 @@
 // runs the short profile against it, and prints which property caught it
 // in how many runs, with the seeds.
 //
-//	go run -C robustness ./cmd/plant                  # every plant, 2 runs each (~15 min on 2 cores)
+//	go run -C robustness ./cmd/plant                  # every plant, 2 runs each (see docs/testing.md for its time)
 //	go run -C robustness ./cmd/plant -runs 1 -bugs http-credential-unkeyed
 //
 // The copy lives in a temporary directory and is removed afterwards; the
@@ -57,7 +57,8 @@ func main() {
 }
 
 // measure plants b in a fresh copy of root and runs the short profile runs
-// times.
+// times: the scenarios b names (plant.Bug.Scenarios), or all, stopping at
+// the first that fails.
 func measure(root string, b plant.Bug, runs int) (caught int, by, seeds []string, err error) {
 	dir, err := os.MkdirTemp("", "stampede-plant-")
 	if err != nil {
@@ -75,7 +76,11 @@ func measure(root string, b plant.Bug, runs int) (caught int, by, seeds []string
 		if test == "" {
 			test = "TestRobustness"
 		}
-		cmd := exec.Command("go", "test", "-count=1", "-run", test+"$", "-timeout", "10m", ".")
+		run := "^" + test + "$"
+		if len(b.Scenarios) > 0 {
+			run += "/^(" + strings.Join(b.Scenarios, "|") + ")$"
+		}
+		cmd := exec.Command("go", "test", "-count=1", "-failfast", "-run", run, "-timeout", "10m", ".")
 		cmd.Dir = filepath.Join(dir, "robustness")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
