@@ -108,6 +108,7 @@ func CheckCoverage(sc Scenario, h *History) ([]Violation, Coverage) {
 			c.degradedIDs[a.v.ID] = true
 		}
 	}
+	c.noCrash()
 	c.errors()
 	c.deadlines()
 	c.invalidations()
@@ -124,6 +125,14 @@ func CheckCoverage(sc Scenario, h *History) ([]Violation, Coverage) {
 	c.out = append(c.out, checkRegisters(sc, h)...)
 	c.cov.Judged = c.judgedShare()
 	return c.out, c.cov
+}
+
+// noCrash: no replica process exits by itself (a panic in the library
+// kills it: a caller's fn's panic must reach the caller as a PanicError).
+func (c *checker) noCrash() {
+	for _, crash := range c.h.Crashes {
+		c.fail("no crash", nil, "%s", crash)
+	}
 }
 
 func (c *checker) fail(property string, ops []*Op, format string, args ...any) {

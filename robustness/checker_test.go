@@ -729,3 +729,13 @@ func TestCheckerServedNotRecomputed(t *testing.T) {
 		})
 	}
 }
+
+// A replica process that exits by itself (a panic kills it) is a
+// violation, whatever the rest of the history says.
+func TestCheckerNoCrash(t *testing.T) {
+	b := newHB()
+	b.h.Crashes = []string{"r1 exited by itself (exit status 2); its standard error ends:\npanic: boom"}
+	if got := properties(Check(testScenario, b.h)); got != "no crash" {
+		t.Errorf("violations %q, want no crash", got)
+	}
+}

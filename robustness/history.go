@@ -105,6 +105,9 @@ type History struct {
 	Events   []Event
 	// End is when the traffic stopped.
 	End time.Duration
+	// Crashes are the replica processes that exited by themselves, each
+	// with the end of its standard error.
+	Crashes []string `json:",omitempty"`
 	// Logs are what each replica process wrote to its standard error
 	// (the library's warnings), by replica.
 	Logs map[string]string `json:"-"`

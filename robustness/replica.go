@@ -8,6 +8,8 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,6 +46,10 @@ type Replica struct {
 	dead    chan struct{} // closed when the current process has exited
 	logs    bytes.Buffer  // every incarnation's standard error
 	paused  bool
+	// ending says the suite is ending the current process (Kill, Close);
+	// crashed is how a process it was not ending exited (see Crashed).
+	ending  bool
+	crashed []string
 	// quiet, while not nil, holds the suite's callers of this replica
 	// back (the replica-idle nemesis); closed when they may go on.
 	quiet chan struct{}
@@ -152,7 +158,7 @@ func (r *Replica) start() error {
 	}
 	dead := make(chan struct{})
 	r.mu.Lock()
-	r.cmd, r.in, r.dead, r.paused = cmd, in, dead, false
+	r.cmd, r.in, r.dead, r.paused, r.ending = cmd, in, dead, false, false
 	r.pending = map[int64]chan wire.Response{}
 	pending := r.pending
 	r.mu.Unlock()
@@ -172,7 +178,12 @@ func (r *Replica) start() error {
 				ch <- resp
 			}
 		}
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		r.mu.Lock()
+		if !r.ending {
+			r.crashed = append(r.crashed, fmt.Sprintf("%s exited by itself (%v); its standard error ends:\n%s", r.Name, err, tail(r.logs.String(), 20)))
+		}
+		r.mu.Unlock()
 		close(dead)
 	}()
 	return nil
@@ -223,9 +234,24 @@ func (r *Replica) Do(req wire.Request, limit time.Duration) (resp wire.Response,
 func (r *Replica) Kill() {
 	r.mu.Lock()
 	cmd, dead := r.cmd, r.dead
+	r.ending = true
 	r.mu.Unlock()
 	_ = cmd.Process.Kill()
 	<-dead
+}
+
+// Crashed returns how the replica's processes that the suite did not end
+// exited: a panic in the library, or in the replica, kills the process.
+func (r *Replica) Crashed() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.crashed)
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // Restart starts a new incarnation after Kill: an empty process, as a
@@ -250,6 +276,7 @@ func (r *Replica) signal(sig syscall.Signal, paused bool) error {
 func (r *Replica) Close(grace time.Duration) {
 	r.mu.Lock()
 	in, dead, cmd, paused := r.in, r.dead, r.cmd, r.paused
+	r.ending = true
 	r.mu.Unlock()
 	if paused {
 		_ = cmd.Process.Signal(syscall.SIGCONT)

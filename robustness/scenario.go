@@ -133,8 +133,14 @@ func Run(sc Scenario, seed int64, bin string) (h *History, err error) {
 			r.hist.Logs[rep.Name] = rep.Logs()
 		}
 	}()
-	if err := <-nemesisDone; err != nil {
-		return r.hist, fmt.Errorf("nemesis: %w", err)
+	nemesisErr := <-nemesisDone
+	for _, rep := range r.env.replicas {
+		r.hist.Crashes = append(r.hist.Crashes, rep.Crashed()...)
+	}
+	if nemesisErr != nil && len(r.hist.Crashes) == 0 {
+		// A nemesis that meets a replica that crashed fails too: the
+		// crash is the finding (the checker's "no crash").
+		return r.hist, fmt.Errorf("nemesis: %w", nemesisErr)
 	}
 	r.hist.sorted()
 	return r.hist, nil

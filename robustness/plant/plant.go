@@ -29,10 +29,12 @@ type Bug struct {
 	// cache and the middleware; the default) or TestLockSet (the leases).
 	Test string
 	// Scenarios are the short profile's scenarios that caught it when it
-	// was measured against the whole profile (RELIABILITY.md): the harness
-	// runs only these, stopping at the first that fails. A run of them
-	// that catches it is a run of the whole profile that would; one that
-	// does not may undercount. None: the whole profile.
+	// was measured against the whole profile (RELIABILITY.md), or, for a
+	// plant none caught, those whose conditions come closest to its
+	// class's: the harness runs only these, stopping at the first that
+	// fails. A run of them that catches it is a run of the whole profile
+	// that would; one that does not may undercount. None: the whole
+	// profile.
 	Scenarios []string
 }
 
@@ -135,11 +137,12 @@ var Bugs = []Bug{
 		Scenarios: []string{"redis-slow-fill"},
 	},
 	{
-		Name:  "marks-read-impatient",
-		Class: "the invalidation marks' read is cut at its caller's deadline on the socket, so a Redis that turned slow within InvalidationWait teaches the budget nothing and the fence lets a value through unchecked (issue 39 item 2)",
-		File:  "cache/internal/redisstore/marks.go",
-		Old:   "cmds, err := redisstep.RunPatient(ctx, s.budget,",
-		New:   "cmds, err := redisstep.Run(ctx, s.budget,",
+		Name:      "marks-read-impatient",
+		Class:     "the invalidation marks' read is cut at its caller's deadline on the socket, so a Redis that turned slow within InvalidationWait teaches the budget nothing and the fence lets a value through unchecked (issue 39 item 2)",
+		File:      "cache/internal/redisstore/marks.go",
+		Old:       "cmds, err := redisstep.RunPatient(ctx, s.budget,",
+		New:       "cmds, err := redisstep.Run(ctx, s.budget,",
+		Scenarios: []string{"redis-slow-fill", "redis-idle"},
 	},
 	{
 		Name:      "batch-no-wait",
@@ -182,11 +185,12 @@ var Bugs = []Bug{
 		Scenarios: []string{"redis-l1-faults"},
 	},
 	{
-		Name:  "step-hides-its-cut",
-		Class: "a claim or fill cut at its budget passes as answered, and its raw timeout is taken for an outage: callers compute locally while Redis merely slows",
-		File:  "cache/internal/redisstep/budget.go",
-		Old:   "func NoReply(err error) bool { return err != nil && !isReply(err) }",
-		New:   "func NoReply(err error) bool { return BrokenConn(err) }",
+		Name:      "step-hides-its-cut",
+		Class:     "a claim or fill cut at its budget passes as answered, and its raw timeout is taken for an outage: callers compute locally while Redis merely slows",
+		File:      "cache/internal/redisstep/budget.go",
+		Old:       "func NoReply(err error) bool { return err != nil && !isReply(err) }",
+		New:       "func NoReply(err error) bool { return BrokenConn(err) }",
+		Scenarios: []string{"redis-persist-busyerror", "redis-overload"},
 	},
 	{
 		Name:  "quorum-majority-off-by-one",

@@ -82,6 +82,9 @@ func measure(root string, b plant.Bug, runs int) (caught int, by, seeds []string
 		}
 		cmd := exec.Command("go", "test", "-count=1", "-failfast", "-run", run, "-timeout", "10m", ".")
 		cmd.Dir = filepath.Join(dir, "robustness")
+		// Paths trimmed, every copy's unchanged packages (and the replica
+		// the test builds) come from the build cache.
+		cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		start := time.Now()
