@@ -221,13 +221,9 @@ func TestCheckerKnowsWhichRunARequestJoined(t *testing.T) {
 	// A run whose request left first (its deadline) goes on detached: its
 	// flight answers its joiners when it ends, not when its request left.
 	b := newHB()
-	bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 5, 100, wire.Response{Err: wire.ErrDeadline},
-		func(r *wire.Request) { r.Deadline = 95 * time.Millisecond })
-	b.computeFor(bob, "c1", "hj|auth=bob", "r0", 10, 200, "ok")
-	fr := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 201, 320, own("hj|lang=fr", "c2"))
-	b.computeFor(fr, "c2", "hj|lang=fr", "r0", 205, 310, "ok")
-	next := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 260, 330, own("hj|lang=fr", "c3"))
-	b.computeFor(next, "c3", "hj|lang=fr", "r0", 262, 315, "ok")
+	detachedRun(b, "r0", "hj|auth=bob", "c1", 5, 100, 10, 200)
+	joinerRun(b, "r0", "hj|lang=fr", "c2", 201, 320, 205, 310)
+	joinerRun(b, "r0", "hj|lang=fr", "c3", 260, 330, 262, 315)
 	if vs := Check(testScenario, b.h); len(vs) > 0 {
 		t.Errorf("beside a detached run's joiners: violations %v, want none", vs)
 	}
@@ -241,57 +237,44 @@ func TestCheckerKnowsWhichRunARequestJoined(t *testing.T) {
 // requests both arrived while the same run still ran share their fate,
 // whatever that run was, so they never overlap.
 func TestCheckerJoinsWithinWhatItCanKnow(t *testing.T) {
-	own := func(key, id string) wire.Response {
-		return wire.Response{Outcome: "miss", Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}}
-	}
-	arrived := func(o *Op, ms int) { o.Arrived = []time.Duration{at(ms)} }
-	t.Run("a slow read misses the flight", func(t *testing.T) {
-		b := newHB()
-		b.h.Events = append(b.h.Events, Event{At: at(0), What: "latency: r0 delayed 45ms each way"},
-			Event{At: at(2000), What: "latency: healed", Heal: true})
-		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 40, 260, own("hj|auth=bob", "c1"))
-		arrived(bob, 40)
-		b.computeFor(bob, "c1", "hj|auth=bob", "r0", 100, 200, "ok")
-		a := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 120, 440, own("hj|lang=fr", "c2"))
-		arrived(a, 120)
-		b.computeFor(a, "c2", "hj|lang=fr", "r0", 330, 430, "ok")
-		late := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 190, 510, own("hj|lang=fr", "c3"))
-		arrived(late, 190)
-		b.computeFor(late, "c3", "hj|lang=fr", "r0", 400, 500, "ok")
-		if vs := Check(testScenario, b.h); len(vs) > 0 {
-			t.Errorf("violations %v, want none", vs)
-		}
+	checkCases(t, []checkCase{
+		{"a slow read misses the flight", func(b *hb) {
+			b.h.Events = append(b.h.Events, Event{At: at(0), What: "latency: r0 delayed 45ms each way"},
+				Event{At: at(2000), What: "latency: healed", Heal: true})
+			joinerRun(b, "r0", "hj|auth=bob", "c1", 40, 260, 100, 200)
+			joinerRun(b, "r0", "hj|lang=fr", "c2", 120, 440, 330, 430)
+			joinerRun(b, "r0", "hj|lang=fr", "c3", 190, 510, 400, 500)
+		}, ""},
+		{"behind a run that may be regrouped itself", func(b *hb) {
+			joinerRun(b, "r0", "hj|auth=carol", "c0", 0, 160, 5, 150)
+			joinerRun(b, "r0", "hj|auth=bob", "c1", 152, 305, 162, 300)
+			joinerRun(b, "r0", "hj|lang=fr", "c2", 200, 460, 306, 450)
+			joinerRun(b, "r0", "hj|lang=fr", "c3", 201, 462, 307, 452)
+		}, "one compute"},
+		{"a second past a detached run, two runs on the URL's key", func(b *hb) {
+			detachedRun(b, "r0", "hj|auth=carol", "c0", 0, 90, 5, 200)
+			joinerRun(b, "r0", "hj|lang=fr", "c1", 1300, 1500, 1305, 1490)
+			joinerRun(b, "r1", "hj|lang=fr", "c2", 1310, 1500, 1315, 1490)
+		}, "one compute"},
 	})
-	t.Run("behind a run that may be regrouped itself", func(t *testing.T) {
-		b := newHB()
-		carol := b.op("r0", wire.OpHTTPGet, "hj|auth=carol", 0, 160, own("hj|auth=carol", "c0"))
-		b.computeFor(carol, "c0", "hj|auth=carol", "r0", 5, 150, "ok")
-		bob := b.op("r0", wire.OpHTTPGet, "hj|auth=bob", 152, 305, own("hj|auth=bob", "c1"))
-		arrived(bob, 152)
-		b.computeFor(bob, "c1", "hj|auth=bob", "r0", 162, 300, "ok")
-		p1 := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 200, 460, own("hj|lang=fr", "c2"))
-		arrived(p1, 200)
-		b.computeFor(p1, "c2", "hj|lang=fr", "r0", 306, 450, "ok")
-		p2 := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 201, 462, own("hj|lang=fr", "c3"))
-		arrived(p2, 201)
-		b.computeFor(p2, "c3", "hj|lang=fr", "r0", 307, 452, "ok")
-		if got := properties(Check(testScenario, b.h)); got != "one compute" {
-			t.Errorf("violations %q, want one compute", got)
-		}
-	})
-	t.Run("a second past a detached run", func(t *testing.T) {
-		b := newHB()
-		carol := b.op("r0", wire.OpHTTPGet, "hj|auth=carol", 0, 90, wire.Response{Err: wire.ErrDeadline},
-			func(r *wire.Request) { r.Deadline = 90 * time.Millisecond })
-		b.computeFor(carol, "c0", "hj|auth=carol", "r0", 5, 200, "ok")
-		fr0 := b.op("r0", wire.OpHTTPGet, "hj|lang=fr", 1300, 1500, own("hj|lang=fr", "c1"))
-		arrived(fr0, 1300)
-		b.computeFor(fr0, "c1", "hj|lang=fr", "r0", 1305, 1490, "ok")
-		fr1 := b.op("r1", wire.OpHTTPGet, "hj|lang=fr", 1310, 1500, own("hj|lang=fr", "c2"))
-		arrived(fr1, 1310)
-		b.computeFor(fr1, "c2", "hj|lang=fr", "r1", 1315, 1490, "ok")
-		if got := properties(Check(testScenario, b.h)); got != "one compute" {
-			t.Errorf("two runs of fr on the URL's key on two replicas: violations %q, want one compute", got)
-		}
-	})
+}
+
+// joinerRun records a GET of key on replica that arrived (and was sent) at
+// arrived, returned at ret, and was answered by its own handler run id,
+// which ran over [began, ended].
+func joinerRun(b *hb, replica, key, id string, arrived, ret, began, ended int) *Op {
+	o := b.op(replica, wire.OpHTTPGet, key, arrived, ret,
+		wire.Response{Outcome: "miss", Value: &wire.Value{Key: key, Src: "compute", ID: id, Unstored: true}})
+	o.Arrived = []time.Duration{at(arrived)}
+	b.computeFor(o, id, key, replica, began, ended, "ok")
+	return o
+}
+
+// detachedRun records a GET of key on replica sent at invoked whose
+// deadline answered it at left, while its handler run id went on, detached,
+// over [began, ended].
+func detachedRun(b *hb, replica, key, id string, invoked, left, began, ended int) {
+	o := b.op(replica, wire.OpHTTPGet, key, invoked, left, wire.Response{Err: wire.ErrDeadline},
+		func(r *wire.Request) { r.Deadline = time.Duration(left-invoked) * time.Millisecond })
+	b.computeFor(o, id, key, replica, began, ended, "ok")
 }
