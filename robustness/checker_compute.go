@@ -331,9 +331,7 @@ func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 	}
 	arrived := c.arrived(cp)
 	for _, x := range c.h.Computes {
-		xr, xp := wire.HTTPKey(x.Key)
-		if xr != route || xp == principal || !sharesURLKey(xp) || x.Replica != cp.Replica || x.How == "panic" ||
-			x.Ended == 0 || x.Ended > cp.Began {
+		if !joinable(x, route, principal, cp.Replica, cp.Began) {
 			continue
 		}
 		if sure {
@@ -353,6 +351,16 @@ func (c *checker) regroupedOf(cp *Compute, sure bool) bool {
 	return false
 }
 
+// joinable reports whether x is a run a request of principal for route on
+// replica may have joined before a run of its own began at began: a run of
+// another principal who shares the URL's key, on that replica, that ended
+// (not by a panic, which drops its requests' connections) by then.
+func joinable(x *Compute, route, principal, replica string, began time.Duration) bool {
+	xr, xp := wire.HTTPKey(x.Key)
+	return xr == route && xp != principal && sharesURLKey(xp) && x.Replica == replica && x.How != "panic" &&
+		x.Ended > 0 && x.Ended <= began
+}
+
 // joinedAlike reports whether runs a and b of one variant on one replica
 // share their fate: every run of another principal whose flight either of
 // their requests may have joined was joined by both for certain (both
@@ -368,9 +376,7 @@ func (c *checker) joinedAlike(a, b *Compute) bool {
 	arrA, arrB := c.arrived(a), c.arrived(b)
 	relevant := false
 	for _, x := range c.h.Computes {
-		xr, xp := wire.HTTPKey(x.Key)
-		if xr != route || xp == principal || !sharesURLKey(xp) || x.Replica != a.Replica || x.How == "panic" ||
-			x.Ended == 0 || x.Ended > min(a.Began, b.Began) {
+		if !joinable(x, route, principal, a.Replica, min(a.Began, b.Began)) {
 			continue
 		}
 		if arrA >= c.answered(x) && arrB >= c.answered(x) {
