@@ -160,12 +160,6 @@ func (c *checker) judgedShare() float64 {
 	return float64(calm) / float64(all)
 }
 
-// routeOf is the route of an HTTP key (wire.HTTPKey).
-func routeOf(key string) string {
-	r, _ := wire.HTTPKey(key)
-	return r
-}
-
 // abandonedBefore reports whether a is a compute that ignores its context
 // (wire.Compute), was abandoned (it ran past its ComputeTimeout), and b
 // began after it was: its ComputeTimeout counted from the latest moment
@@ -238,7 +232,8 @@ func (c *checker) writeOf(key string, tags []string, from, to time.Duration, rou
 		case wire.OpHTTPPost:
 			// It deletes its URL's entry, whichever principal sent it: the
 			// marker and the lease of every principal's response there.
-			if pr, _ := wire.HTTPKey(o.Req.Key); isRouteKey(key) && pr == routeOf(key) {
+			pr, _ := wire.HTTPKey(o.Req.Key)
+			if kr, _ := wire.HTTPKey(key); isRouteKey(key) && pr == kr {
 				return true
 			}
 		case wire.OpInvalidateTags, wire.OpExpireTags:

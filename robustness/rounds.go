@@ -65,7 +65,7 @@ func allGroups() []string {
 }
 
 // rounds runs the scenario's window rounds (Traffic.Abandon,
-// Traffic.Announce), one at a time with a pause between two, until end.
+// Traffic.Announce, Traffic.StandIn), one at a time with a pause between two, until end.
 func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	var kinds []func(*rand.Rand) time.Duration
 	if r.sc.Traffic.Abandon && r.sc.Options.StaleIfError > 0 {
@@ -105,16 +105,11 @@ func (r *run) abandonRound(rng *rand.Rand) time.Duration {
 		return 0
 	}
 	defer r.clears.Unlock()
-	rep.waitActive()
-	set := r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpSet, Key: abandonedKey, SetTTL: abandonTTL,
-		Deadline: r.sc.Traffic.Deadline}, false)
-	if !set.Ok() {
+	if !r.roundCall(rep, wire.Request{Op: wire.OpSet, Key: abandonedKey, SetTTL: abandonTTL}).Ok() {
 		return 0
 	}
 	time.Sleep(window) // past the value's last window: what is judged is the store's expiry
-	rep.waitActive()
-	r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpFetch, Key: abandonedKey,
-		Compute: wire.Compute{Fail: true}, Deadline: r.sc.Traffic.Deadline}, false)
+	r.roundCall(rep, wire.Request{Op: wire.OpFetch, Key: abandonedKey, Compute: wire.Compute{Fail: true}})
 	return 0
 }
 
@@ -135,17 +130,14 @@ func (r *run) announceRound(rng *rand.Rand) time.Duration {
 	}
 	defer r.clears.Unlock()
 	set := func() bool {
-		writer.waitActive()
-		return r.do(writer, wire.Request{ID: r.nextID.Add(1), Op: wire.OpSet, Key: announcedKey, SetTTL: time.Hour,
-			Deadline: r.sc.Traffic.Deadline}, false).Ok()
+		return r.roundCall(writer, wire.Request{Op: wire.OpSet, Key: announcedKey, SetTTL: time.Hour}).Ok()
 	}
 	readAll := func() {
 		for _, rep := range r.env.replicas {
 			if rep == writer || rep.idle() {
 				continue
 			}
-			rep.waitActive()
-			r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: announcedKey, Deadline: r.sc.Traffic.Deadline}, false)
+			r.roundCall(rep, wire.Request{Op: wire.OpGet, Key: announcedKey})
 		}
 	}
 	if !set() {
@@ -183,33 +175,36 @@ func (r *run) standInRound(rng *rand.Rand) time.Duration {
 		return 0
 	}
 	defer r.clears.Unlock()
-	call := func(req wire.Request) *Op {
-		rep.waitActive()
-		req.ID, req.Deadline = r.nextID.Add(1), r.sc.Traffic.Deadline
-		return r.do(rep, req, false)
-	}
 	expire := func() bool {
-		return call(wire.Request{Op: wire.OpExpireTags, Tags: []string{standInTag}}).Ok()
+		return r.roundCall(rep, wire.Request{Op: wire.OpExpireTags, Tags: []string{standInTag}}).Ok()
 	}
 	tagged := wire.Compute{Tags: []string{standInTag}}
-	if !call(wire.Request{Op: wire.OpDelete, Key: heldKey}).Ok() ||
-		!call(wire.Request{Op: wire.OpGetOrCompute, Key: standInKey, Compute: tagged}).Ok() || !expire() {
+	if !r.roundCall(rep, wire.Request{Op: wire.OpDelete, Key: heldKey}).Ok() ||
+		!r.roundCall(rep, wire.Request{Op: wire.OpGetOrCompute, Key: standInKey, Compute: tagged}).Ok() || !expire() {
 		return 0
 	}
 	var calls sync.WaitGroup
 	calls.Go(func() {
-		call(wire.Request{Op: wire.OpGetOrCompute, Key: heldKey, Compute: wire.Compute{Sleep: standInHold}})
+		r.roundCall(rep, wire.Request{Op: wire.OpGetOrCompute, Key: heldKey, Compute: wire.Compute{Sleep: standInHold}})
 	})
 	time.Sleep(standInHold / 8) // the round's order: heldKey's compute first
 	failOnce := tagged
 	failOnce.FailOnce = true
 	calls.Go(func() {
-		call(wire.Request{Op: wire.OpGetOrComputeMany, Keys: []string{heldKey, standInKey}, Compute: failOnce})
+		r.roundCall(rep, wire.Request{Op: wire.OpGetOrComputeMany, Keys: []string{heldKey, standInKey}, Compute: failOnce})
 	})
 	time.Sleep(standInHold / 4) // then the batch's failure, then the ExpireTags
 	expire()
 	calls.Wait()
 	return 0
+}
+
+// roundCall sends req, numbered and with the traffic's deadline, to rep
+// once rep may take it (replica-idle, replica-sparse).
+func (r *run) roundCall(rep *Replica, req wire.Request) *Op {
+	rep.waitActive()
+	req.ID, req.Deadline = r.nextID.Add(1), r.sc.Traffic.Deadline
+	return r.do(rep, req, false)
 }
 
 // roundReplica draws the replica a round runs on and takes the Clear gate
