@@ -430,10 +430,11 @@ func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, done, fetches, err
 }
 
 // fleetWriteCost measures the bytes Redis sends for one Set on a key that
-// one replica has read, in a fleet of fc.writeFleet replicas of one cache
-// each (every one having made one call, so subscribed): fc.writes Sets
-// from another replica, once every heartbeat has stopped, the bytes Redis
-// sent over them (every node) divided by their number.
+// one replica holds in L1, in a fleet of fc.writeFleet replicas of one
+// cache each (every one having made one call, so subscribed): fc.writes
+// Sets from another replica, once every heartbeat has stopped, the bytes
+// Redis sent over them (every node) divided by their number. Replica 0
+// reads the key until L1 answers it (with L1 on).
 func fleetWriteCost(ctx context.Context, fc fleetConfig, t *fleetTarget) (float64, error) {
 	f, err := newFleet(t, fc.writeFleet, 1, fc.pool, fc.l1Off)
 	if err != nil {
@@ -447,7 +448,10 @@ func fleetWriteCost(ctx context.Context, fc fleetConfig, t *fleetTarget) (float6
 			key = "held" // replica 0 alone holds the key written
 		}
 		_, err := c.Fetch(ctx, key, fetch)
-		return err
+		if err != nil || r != 0 || fc.l1Off {
+			return err
+		}
+		return holdInL1(ctx, c, key, fetch)
 	}); err != nil {
 		return 0, fmt.Errorf("first call: %w", err)
 	}
@@ -473,6 +477,26 @@ func fleetWriteCost(ctx context.Context, fc fleetConfig, t *fleetTarget) (float6
 		sent += float64(after[i].outBytes - before[i].outBytes - before[i].infoBytes)
 	}
 	return sent / float64(fc.writes), nil
+}
+
+// holdInL1 reads key on c until L1 answers it: L1 takes a key from a read
+// that begins once it subscribed the key's channel, which its second read
+// asks for.
+func holdInL1(ctx context.Context, c *cache.Cache[string], key string, fetch func(context.Context) (string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		before := c.Stats().L1Hits
+		if _, err := c.Fetch(ctx, key, fetch); err != nil {
+			return fmt.Errorf("reading %q into L1: %w", key, err)
+		}
+		if c.Stats().L1Hits > before {
+			return nil
+		}
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			return fmt.Errorf("reading %q into L1: %w", key, err)
+		}
+	}
 }
 
 // nodeReading is one INFO reading of one node.

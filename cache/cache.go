@@ -3,8 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +40,7 @@ type Cache[V any] struct {
 	// process-local mode); it is read only while Redis is unreachable.
 	kept   *clockmap.Map[entry[V]]
 	synced atomic.Bool // L1 may be filled: the invalidation channel is subscribed
-	id     string      // this instance, to skip its own invalidations
+	tracks *l1Tracks   // the keys L1 may hold, each with its channel subscribed (with L1 on)
 	sf     singleflight.Group[loaded[V]]
 	marks  *marks.Marks // the invalidation marks this process has used
 	// keptFloor keeps out of kept what was computed before an invalidation
@@ -191,8 +189,8 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	}
 	if size := l1Size[V](opts.L1Size); size > 0 {
 		c.l1 = newL1[V](size, opts.L1MaxBytes, opts.L1TTL)
-		c.id = strconv.FormatUint(rand.Uint64(), 36)
-		rs.p.Origin = c.id
+		c.tracks = newL1Tracks(2 * size)
+		c.startTrackSweeper()
 		rs.p.Notifier().OnReset = func() {
 			c.synced.Store(false)
 			c.l1.clears.Add(1)
@@ -273,7 +271,7 @@ func (c *Cache[V]) now() time.Time { return c.clock() }
 // l1put stores e, read at L1's version, in L1 when L1 is on and in sync
 // with the invalidations; it reports whether it did.
 func (c *Cache[V]) l1put(key string, e entry[V], version uint64) bool {
-	if c.l1 == nil || !c.synced.Load() {
+	if c.l1 == nil || !c.synced.Load() || !c.l1open(key) {
 		return false
 	}
 	e.stamp = c.marks.Resolve(e.stamp)
@@ -304,17 +302,18 @@ func (c *Cache[V]) filledHere(key string, l loaded[V], err error, version uint64
 	c.l1.invalidate(key)
 }
 
-// invalidationChannel carries every fill, Set and Delete of any key of the
-// namespace, for the L1 tiers of every replica, and the new marks of
-// InvalidateTags, ExpireTags and Clear (see internal/marks; heard only
-// with L1 on: they speed things up, the marks' trust window is what the
-// guarantee rests on).
+// invalidationChannel carries the new marks of InvalidateTags, ExpireTags
+// and Clear (see internal/marks; heard only with L1 on or on a single
+// Redis: they speed things up, the marks' trust window is what the
+// guarantee rests on). A key's fills, Sets and Deletes are announced on
+// the key's own channel, which L1 tracks (l1_track.go).
 func (c *Cache[V]) invalidationChannel() string {
 	return "stampede:{" + c.opts.Namespace + "}:invalidate"
 }
 
-// invalidated applies another replica's invalidation ("id key") to L1, or
-// raises the marks of an announced InvalidateTags, ExpireTags or Clear.
+// invalidated raises the marks of an announced InvalidateTags, ExpireTags
+// or Clear, or applies a write announced by a replica of an earlier
+// version ("id key": those announced every write here) to L1.
 func (c *Cache[V]) invalidated(payload string) {
 	if strings.HasPrefix(payload, "\x00") {
 		c.marks.Announced(payload)
@@ -323,8 +322,8 @@ func (c *Cache[V]) invalidated(payload string) {
 	if c.l1 == nil {
 		return // a fill, Set or Delete: news for L1 only
 	}
-	id, key, ok := strings.Cut(payload, " ")
-	if !ok || id == c.id {
+	_, key, ok := strings.Cut(payload, " ")
+	if !ok {
 		return
 	}
 	// A GET of key in flight may predate the write announced: reads that

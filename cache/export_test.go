@@ -68,3 +68,18 @@ func Heartbeating[V any](c *Cache[V]) bool {
 // under load (Redis answering, slowly), which never opens the breaker nor
 // makes a caller compute locally; not an outage.
 func UnderLoad(err error) bool { return redisstep.UnderLoad(err) }
+
+// L1Tracked reports whether c's L1 tracks key with its channel's
+// subscription confirmed, after asking it to: L1 takes a put of key only
+// then. Tests poll it before the read they want to go into L1.
+func L1Tracked[V any](c *Cache[V], key string) bool {
+	c.tracks.knock(key)
+	c.l1wanted(key)
+	return c.synced.Load() && c.l1open(key)
+}
+
+// L1Trackers is how many keys c's L1 tracks.
+func L1Trackers[V any](c *Cache[V]) int { return c.l1Tracked() }
+
+// SweepL1Trackers runs the trackers' sweep now.
+func SweepL1Trackers[V any](c *Cache[V]) { c.sweepTracks() }

@@ -259,6 +259,7 @@ func (c *Cache[V]) l1Early(e entry[V], now time.Time) bool {
 func (c *Cache[V]) l1get(ctx context.Context, key string, now time.Time) (entry[V], bool) {
 	e, ok := c.l1.get(key, now)
 	if !ok {
+		c.l1wanted(key)
 		return entry[V]{}, false
 	}
 	if inv, _ := c.invalidationAt(ctx, &e, now, false); inv != marks.Valid {

@@ -132,6 +132,12 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 			marks.Raise(floor, c.seq.Add(1))
 			return clockmap.Remove, clockmap.Trace{}
 		}
+		if live && old.Announced && e.digest != 0 && old.Digest == e.digest {
+			// The value announced last for key (see heard), however old
+			// the read that brought it.
+			stored = true
+			return clockmap.Store, clockmap.Trace{Tick: c.seq.Add(1), Digest: e.digest}
+		}
 		// Decided under the key's lock: invalidate raises the floor before
 		// it takes the lock to delete, so a put either sees the floor or is
 		// deleted.
@@ -158,6 +164,30 @@ func (c *l1[V]) digest(envelope string) uint64 { return maphash.String(c.seed, e
 func (c *l1[V]) invalidate(key string) {
 	marks.Raise(c.floor(key), c.seq.Add(1))
 	c.m.Delete(key)
+}
+
+// heard applies an announcement of a write of key: it keeps out every put
+// of a read that started before this call, except a put of the very
+// envelope announced (digest keep, 0 when the announcement does not carry
+// it), which is the key's value as of the announcement; and it drops key
+// unless L1 holds that envelope. A replica's own write is heard too, and
+// its put may come before or after.
+//
+// The exception lives in a tombstone marked Announced: whatever comes
+// after the announcement for key (another announcement, an invalidation,
+// an eviction, a put refused) replaces or removes it.
+func (c *l1[V]) heard(key string, keep uint64, now time.Time) {
+	marks.Raise(c.floor(key), c.seq.Add(1))
+	exp := now.Add(c.ttl).UnixNano()
+	c.m.Update(key, now.UnixNano(), entry[V]{}, 0, exp, func(old clockmap.Trace, live bool) (clockmap.Op, clockmap.Trace) {
+		switch {
+		case live && keep != 0 && old.Digest == keep:
+			return clockmap.Skip, clockmap.Trace{}
+		case keep != 0:
+			return clockmap.StoreTombstone, clockmap.Trace{Tick: c.seq.Add(1), Digest: keep, Announced: true}
+		}
+		return clockmap.Remove, clockmap.Trace{}
+	}, nil)
 }
 
 // clear drops everything and keeps out every put of a read that started

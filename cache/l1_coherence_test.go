@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,18 +172,21 @@ func TestL1CoherenceAfterRefresh(t *testing.T) {
 	}
 }
 
-// Every kind of fill announces itself on the namespace's invalidation
-// channel, as Set and Delete do: a miss's fill, a revalidation
+// Every kind of fill announces itself on its key's channel, which L1
+// tracks, as Set and Delete do: a miss's fill, a revalidation
 // (ErrUnchanged), a fail-safe re-arm and a background refresh. Checked on
-// the channel itself, with a raw subscriber.
+// the channels themselves, with a raw subscriber.
 func TestEveryFillIsAnnounced(t *testing.T) {
 	ns := redistest.Prefix(t)
 	rdb := redistest.Client(t)
 	ctx := bounded(t, 30*time.Second)
-	sub := rdb.Subscribe(ctx, "stampede:{"+ns+"}:invalidate")
+	channel := func(key string) string { return "{" + ns + ":" + key + "}:n" }
+	sub := rdb.Subscribe(ctx, channel("miss"), channel("refresh"))
 	t.Cleanup(func() { _ = sub.Close() })
-	if _, err := sub.Receive(ctx); err != nil { // the confirmation
-		t.Fatal(err)
+	for range 2 {
+		if _, err := sub.Receive(ctx); err != nil { // the confirmations
+			t.Fatal(err)
+		}
 	}
 	c := newCache[string](t, redistest.Client(t), cache.Options{Namespace: ns, TTL: time.Minute, Stale: time.Minute, StaleIfError: time.Hour})
 	clk := cache.NewClock()
@@ -195,8 +197,8 @@ func TestEveryFillIsAnnounced(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if _, k, _ := strings.Cut(msg.Payload, " "); k != key {
-			t.Fatalf("%s: announced %q, want key %q", what, msg.Payload, key)
+		if msg.Channel != channel(key) || msg.Payload == "abandon" || msg.Payload == "rejected" {
+			t.Fatalf("%s: announced %q on %s, want a write on %s", what, msg.Payload, msg.Channel, channel(key))
 		}
 	}
 	value := func(v string) func(context.Context) (string, error) {

@@ -21,10 +21,10 @@ func TestXFetchPicksL1Hits(t *testing.T) {
 			t.Run(fmt.Sprintf("batch=%v/beta=%g", batch, beta), func(t *testing.T) {
 				c := newCache[int](t, redistest.Client(t), cache.Options{TTL: time.Hour, L1Size: 100, L1TTL: time.Hour, Beta: beta})
 				ctx := context.Background()
-				// L1 fills once the invalidation subscription is up: wait for
-				// it on another key, so that k's first compute goes into L1
-				// and every later read of k is an L1 hit.
-				waitForL1(t, c, "warm", 0)
+				// L1 fills once it tracks the key: wait for it, so that k's
+				// first compute goes into L1 and every later read of k is an
+				// L1 hit.
+				trackForL1(t, c, "k")
 				o := &origin[int]{value: 1, delay: 2 * time.Millisecond}
 				read := func() {
 					t.Helper()

@@ -24,11 +24,20 @@ func waitForL1[V any](t *testing.T, c *cache.Cache[V], key string, v V) {
 	})
 }
 
+// trackForL1 waits until c's L1 tracks key (its channel subscribed and
+// confirmed, and the invalidation channel too): the next read of key goes
+// into L1. A key is tracked from its second read; tests that want a
+// key's first compute in L1 track it first.
+func trackForL1[V any](t *testing.T, c *cache.Cache[V], key string) {
+	t.Helper()
+	waitFor(t, "L1 to track "+key, func() bool { return cache.L1Tracked(c, key) })
+}
+
 func TestL1HitsWithoutRedis(t *testing.T) {
 	c := newCache[string](t, redistest.Client(t), cache.Options{L1Size: 100})
 	ctx := context.Background()
 	o := &origin[string]{value: "v"}
-	waitForL1(t, c, "warm", "v")
+	trackForL1(t, c, "k")
 	if _, err := c.Fetch(ctx, "k", o.fn); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +134,9 @@ func TestL1IsBounded(t *testing.T) {
 	ctx := context.Background()
 	waitForL1(t, c, "warm", 0)
 	for i := range 1000 {
+		if i < 48 { // L1 tracks up to twice its size between sweeps
+			trackForL1(t, c, fmt.Sprint("k", i))
+		}
 		if _, err := c.GetOrCompute(ctx, fmt.Sprint("k", i), func(context.Context) (int, error) { return i, nil }); err != nil {
 			t.Fatal(err)
 		}

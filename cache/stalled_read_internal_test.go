@@ -34,7 +34,7 @@ func TestReadAfterInvalidationDoesNotJoinOlderGET(t *testing.T) {
 	if err := w.Set(ctx, "k", "v1"); err != nil {
 		t.Fatal(err)
 	}
-	for !b.synced.Load() {
+	for !L1Tracked(b, "k") { // B hears k's writes
 		if ctx.Err() != nil {
 			t.Fatal("B never subscribed")
 		}

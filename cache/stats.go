@@ -25,9 +25,11 @@ type Stats struct {
 	// callers answered by one.
 	NegativeStored, NegativeHits uint64
 	// L1Hits counts callers answered from the in-process tier; L1Clears how
-	// often it was cleared after a reconnect; L1Entries its current size.
-	L1Hits, L1Clears uint64
-	L1Entries        int
+	// often it was cleared after a reconnect; L1Entries its current size;
+	// L1Tracked the keys whose channel it subscribes to hear their writes
+	// (each a subscription in Redis; at most twice L1Size).
+	L1Hits, L1Clears     uint64
+	L1Entries, L1Tracked int
 	// RedisErrors counts failed Redis calls.
 	RedisErrors uint64
 	// Refills counts computed values stored by a background retry after
@@ -100,7 +102,7 @@ func (c *Cache[V]) Stats() Stats {
 		st.LocalEntries, st.LocalBytes = c.local.len(), c.local.bytes()
 	}
 	if c.l1 != nil {
-		st.L1Clears, st.L1Entries = uint64(c.l1.clears.Load()), c.l1.len()
+		st.L1Clears, st.L1Entries, st.L1Tracked = uint64(c.l1.clears.Load()), c.l1.len(), c.l1Tracked()
 	}
 	return st
 }

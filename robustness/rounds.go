@@ -49,6 +49,11 @@ const roundMargin = 300 * time.Millisecond
 // roundPause is the mean pause between two rounds.
 const roundPause = 2 * time.Second
 
+// trackOpening is how long a round gives a replica's L1 to subscribe a
+// key's channel after its second read (one round trip on the pub/sub
+// connection; more under the latency nemeses).
+const trackOpening = 100 * time.Millisecond
+
 // crossReplica is the documented cross-replica read window without a
 // fault (checker.crossWindow).
 const crossReplica = 500 * time.Millisecond
@@ -114,7 +119,9 @@ func (r *run) abandonRound(rng *rand.Rand) time.Duration {
 }
 
 // announceRound (rng nil: how long it takes, at most) writes announcedKey
-// on one replica, reads it on the others (into their L1), writes it again,
+// on one replica, reads it on the others (into their L1: a key's second
+// read there subscribes its channel, and a read begun once Redis confirmed
+// that, trackOpening later, is put), writes it again,
 // and reads it on the others once more past the cross-replica window: the
 // write's announcement must have dropped the first value from their L1
 // (the l1-ignores-announcements plant keeps it until L1TTL). A replica
@@ -122,7 +129,7 @@ func (r *run) abandonRound(rng *rand.Rand) time.Duration {
 // key from L1 meanwhile: the round holds the Clear gate.
 func (r *run) announceRound(rng *rand.Rand) time.Duration {
 	if rng == nil {
-		return crossReplica + roundMargin + 2*r.sc.Traffic.Deadline
+		return crossReplica + roundMargin + trackOpening + 2*r.sc.Traffic.Deadline
 	}
 	writer := r.roundReplica(rng)
 	if writer == nil {
@@ -143,6 +150,9 @@ func (r *run) announceRound(rng *rand.Rand) time.Duration {
 	if !set() {
 		return 0
 	}
+	readAll()
+	readAll()
+	time.Sleep(trackOpening)
 	readAll()
 	if !set() {
 		return 0

@@ -171,10 +171,18 @@ var Bugs = []Bug{
 	{
 		Name:      "l1-ignores-announcements",
 		Class:     "L1 keeps a value another replica replaced when the write's announcement arrives: stale reads until L1TTL",
-		File:      "cache/cache.go",
-		Old:       "\tc.redis.p.Forget(key)\n\tc.l1.invalidate(key)\n",
-		New:       "\tc.redis.p.Forget(key)\n",
+		File:      "cache/l1_track.go",
+		Old:       "\tc.l1.heard(key, keep, c.now())\n",
+		New:       "\t_ = keep\n",
 		Scenarios: []string{"redis-idle"},
+	},
+	{
+		Name:      "l1-put-untracked",
+		Class:     "L1 takes a value before it hears the key's writes (no subscription to the key's channel confirmed): a later write never drops it, stale reads until L1TTL",
+		File:      "cache/cache.go",
+		Old:       "!c.synced.Load() || !c.l1open(key) {",
+		New:       "!c.synced.Load() {",
+		Scenarios: []string{"redis-idle", "redis-l1-faults"},
 	},
 	{
 		Name:      "shared-channel-one-handler",

@@ -59,6 +59,9 @@ type entry[T any] struct {
 type Trace struct {
 	Tick   uint64
 	Digest uint64
+	// Announced: a tombstone left by the announcement of a write of the
+	// value Digest names (the cache's L1 takes a put of that value then).
+	Announced bool
 }
 
 // Op is what an [Map.Update]'s decide asks for.

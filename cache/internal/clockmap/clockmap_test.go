@@ -53,7 +53,7 @@ func TestUpdateSeesTrace(t *testing.T) {
 	}
 	update("d", Remove, Trace{})
 	update("e", Skip, Trace{})
-	want := []Trace{{1, 5}, {1, 5}, {2, 6}}
+	want := []Trace{{Tick: 1, Digest: 5}, {Tick: 1, Digest: 5}, {Tick: 2, Digest: 6}}
 	if len(seen) != len(want) {
 		t.Fatalf("decide saw %v, want %v", seen, want)
 	}

@@ -234,9 +234,14 @@ func (n *hub) wake(c *psConn, channel, payload string) {
 		return
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	fns = fns[:0]
 	if st := n.chans[channel]; st != nil && st.conn == c {
 		st.wakeAll(payload)
+		fns = st.openTrackersOf(fns)
+	}
+	n.mu.Unlock()
+	for _, fn := range fns {
+		fn(payload)
 	}
 }
 
@@ -272,6 +277,7 @@ func (n *hub) reset(c *psConn) {
 		}
 		n.tidyLocked(ch, st)
 	}
+	n.regateAfterReset(c)
 }
 
 // resubscribed stands for a plain subscription that go-redis makes again

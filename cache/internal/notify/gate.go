@@ -45,6 +45,9 @@ type subOp struct {
 	// resubscribed on the new socket when it is answered (conn.go,
 	// resubscribed).
 	heard []string
+	// tracks are the trackers it opens when it is answered, those whose
+	// gate it still is then (track.go).
+	tracks []*Waiter
 }
 
 func newSubOp() *subOp {
@@ -86,6 +89,9 @@ var errPubSubLost = errors.New("stampede: pub/sub connection lost")
 // Redis instead.
 func (st *channelState) wakeAll(payload string) {
 	for w := range st.waiters {
+		if w.track != nil {
+			continue // told by wake, off the lock (track.go)
+		}
 		if payload != "" && !w.gate.opened() {
 			w.last = ""
 		} else {
@@ -107,6 +113,7 @@ func (st *channelState) release(err error) {
 	}
 	st.unsubs = 0
 	st.wakeAll("")
+	st.loseTrackers()
 }
 
 // tidyLocked forgets channel's state once nothing refers to it; call with
@@ -133,6 +140,7 @@ func (n *hub) sendLocked(channel string, st *channelState, node *redis.Client) *
 	delete(n.lost, channel)
 	n.enqueueLocked(conn, sendReq{kind: sendSubscribe, name: channel})
 	st.lastSub = n.barrierLocked(conn)
+	st.regateTrackers(st.lastSub)
 	return st.lastSub
 }
 
@@ -177,6 +185,7 @@ func (n *hub) pong(c *psConn, payload string) {
 				}
 			}
 		}
+		openTrackers(op)
 		op.settle(nil)
 	}
 }

@@ -166,6 +166,8 @@ type Waiter struct {
 	// gate is the subscription or barrier whose confirmation opens the
 	// waiter to notifications (see wakeAll).
 	gate *subOp
+	// track is a tracker's hooks (track.go); nil for a waiter.
+	track *Track
 }
 
 // Take returns the payload of the latest notification since the last Take
@@ -219,13 +221,14 @@ func (n *Notifier) Sharded() bool { return n.cluster != nil }
 // registered (it may yet be woken) and must be closed; callers fall back to
 // polling.
 func (n *Notifier) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
-	return n.join(ctx, channel, n.Sharded(), false)
+	return n.join(ctx, channel, n.Sharded(), false, nil)
 }
 
 // join registers a waiter of n on channel and waits for its gate; a
-// listening join runs n's OnListening when its gate opens.
-func (n *Notifier) join(ctx context.Context, channel string, sharded, listening bool) (*Waiter, error) {
-	w := &Waiter{n: n, channel: channel, C: make(chan struct{}, 1)}
+// listening join runs n's OnListening when its gate opens. A tracker's
+// join (t not nil) does not wait: its hooks hear when the gate opens.
+func (n *Notifier) join(ctx context.Context, channel string, sharded, listening bool, t *Track) (*Waiter, error) {
+	w := &Waiter{n: n, channel: channel, C: make(chan struct{}, 1), track: t}
 	var node *redis.Client
 	var lookupErr error
 	if sharded {
@@ -265,8 +268,14 @@ func (n *Notifier) join(ctx context.Context, channel string, sharded, listening 
 	if listening {
 		op.opens = append(op.opens, n)
 	}
+	if t != nil && w.gate != op {
+		op.tracks = append(op.tracks, w)
+	}
 	w.gate = op
 	n.mu.Unlock()
+	if t != nil {
+		return w, nil
+	}
 	// The commands go out on the connection's sender (outbox.go), never
 	// under n.mu: a connection's first command dials and handshakes, which
 	// against a Redis that does not answer lasts go-redis' own timeouts.
@@ -303,7 +312,7 @@ func (n *Notifier) Listen(ctx context.Context, channel string, fn func(payload s
 	fns[n] = fn
 	n.listens = append(n.listens, channel)
 	n.mu.Unlock()
-	_, err := n.join(ctx, channel, false, true) // a waiter that Close frees
+	_, err := n.join(ctx, channel, false, true, nil) // a waiter that Close frees
 	return err
 }
 

@@ -212,11 +212,10 @@ func (s *Store) FillMany(ctx context.Context, fills []Fill, each func(i int, f F
 func fillKeys(k rediskey.Names) []string { return []string{k.Value, k.Lease()} }
 
 // fillArgs are a fill's arguments to the fill script: envelope, TTL,
-// token, channel, SPUBLISH flag, the largest envelope a notification
-// carries, invalidation channel and message.
+// token, channel, SPUBLISH flag and the largest envelope a notification
+// carries.
 func (s *Store) fillArgs(f Fill) []any {
-	return []any{f.Envelope, f.KeepMillis, f.Token, f.K.Channel(), s.shardArg(), NotifyMaxBytes,
-		s.cfg.InvalidationChannel, s.origin(f.K.Key)}
+	return []any{f.Envelope, f.KeepMillis, f.Token, f.K.Channel(), s.shardArg(), NotifyMaxBytes}
 }
 
 // refill retries a fill that failed on a Redis error (a failover, a

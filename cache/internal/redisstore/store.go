@@ -51,8 +51,9 @@ const NotifyMaxBytes = 64 << 10
 type Config struct {
 	// Namespace names every key (see cache/internal/rediskey).
 	Namespace string
-	// InvalidationChannel carries every fill, Set and Delete of the
-	// namespace, and the announcements of its invalidations.
+	// InvalidationChannel carries the announcements of the namespace's
+	// invalidations (InvalidateTags, ExpireTags, Clear); a key's writes are
+	// announced on its own channel.
 	InvalidationChannel string
 	// RedisTimeout and WaitTimeout bound a step (see redisstep.NewBudget).
 	RedisTimeout, WaitTimeout time.Duration
@@ -103,9 +104,6 @@ type Store struct {
 	budget redisstep.Budget                             // bounds each Redis step
 	reads  readGroup                                    // shares concurrent hit-path GETs of one key, by cache key
 	getFn  func(context.Context, string) (Reply, error) // GET of a cache key's value, bound once: a method value per read would allocate
-	// Origin names this process in the invalidation channel's messages
-	// ("" while it has no L1): set before the store is used.
-	Origin string
 }
 
 // New returns the steps of a cache on rdb.
@@ -169,9 +167,6 @@ func (s *Store) shardArg() string {
 	}
 	return "0"
 }
-
-// origin is the invalidation channel's message for a write of key.
-func (s *Store) origin(key string) string { return s.Origin + " " + key }
 
 // Subscribe registers for channel's notifications and returns once they
 // cannot be missed by a read that follows. The wait for Redis'

@@ -45,7 +45,6 @@ func newStore(t *testing.T) (*Store, *reports, string) {
 	s := storeOn(t, redistest.Client(t), ns, r, func(_ string, work func(context.Context)) {
 		bg.Go(func() { work(ctx) })
 	})
-	s.Origin = "me"
 	return s, r, ns
 }
 

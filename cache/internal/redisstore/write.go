@@ -17,9 +17,9 @@ import (
 )
 
 // Set stores env under k, for keepMillis, taking any lease away, and tells
-// the waiters and every replica's L1.
+// the waiters and the L1 of every replica that tracks k.
 func (s *Store) Set(ctx context.Context, k rediskey.Names, env []byte, keepMillis int64) error {
-	args := []any{env, keepMillis, k.Channel(), s.cfg.InvalidationChannel, s.origin(k.Key), s.shardArg(), NotifyMaxBytes}
+	args := []any{env, keepMillis, k.Channel(), s.shardArg(), NotifyMaxBytes}
 	if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (any, error) {
 		return scripts.Set.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, args...).Result()
 	}); err != nil {
@@ -34,7 +34,7 @@ func (s *Store) Set(ctx context.Context, k rediskey.Names, env []byte, keepMilli
 func (s *Store) Delete(ctx context.Context, k rediskey.Names) error {
 	if _, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (any, error) {
 		return scripts.Delete.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, k.Channel(),
-			s.cfg.InvalidationChannel, s.origin(k.Key), s.shardArg()).Result()
+			s.shardArg()).Result()
 	}); err != nil {
 		s.h.Failed(ctx, err)
 		return fmt.Errorf("cache: delete %s: %w", k.Value, err)
@@ -67,7 +67,7 @@ func (s *Store) Expire(ctx context.Context, k rediskey.Names, next func(cur stri
 		env := next(cur)
 		n, err := redisstep.Run(ctx, s.budget, func(ctx context.Context) (int64, error) {
 			return scripts.Expire.Run(ctx, s.rdb, []string{k.Value, k.Lease()}, cur, env, k.Channel(),
-				s.cfg.InvalidationChannel, s.origin(k.Key), s.shardArg()).Int64()
+				s.shardArg()).Int64()
 		})
 		if err != nil {
 			s.h.Failed(ctx, err)
