@@ -20,8 +20,9 @@ import (
 // key in L1, a Set from another is published once, to one subscriber, and
 // costs Redis about as many bytes in both fleets, under 2 KB (before, every
 // write was also announced on the namespace channel to every replica:
-// about 70 bytes per replica per write, 38 KB at 512). The holder still
-// drops the value the Set replaced.
+// this test measured 626 bytes per Set among 8 replicas and 4,874 among 64
+// on the commit before, 79 and 79 after). The holder still drops the value
+// the Set replaced.
 //
 // The bytes are Redis' own counter (INFO stats, on a redis-server of the
 // test's own), over the Sets alone; δ is 1 s so that the heartbeats of 64
