@@ -22,6 +22,7 @@ func TestExpireRecomputesAndKeepsTheValueForStaleIfError(t *testing.T) {
 			cs, _ := expireTagsFleet(t, mode, cache.Options{TTL: time.Minute, StaleIfError: time.Hour})
 			a, b := cs[0], cs[len(cs)-1]
 			f := newTagged("old")
+			trackEachForL1(t, []string{"k"}, cs...)
 			for _, c := range cs { // every replica holds it, in L1 too
 				if v, err := c.GetOrCompute(ctx, "k", f.fn); err != nil || v != "old" {
 					t.Fatalf("fill: %q %v", v, err)

@@ -152,6 +152,7 @@ func TestExpireTagsStandInOnlyWithStaleIfError(t *testing.T) {
 				cs, _ := expireTagsFleet(t, mode, cache.Options{TTL: time.Hour, StaleIfError: staleIfError})
 				a, b := cs[0], cs[len(cs)-1]
 				f := newTagged("old")
+				trackEachForL1(t, []string{"k", "m"}, cs...)
 				if _, err := a.GetOrCompute(ctx, "k", f.fn); err != nil {
 					t.Fatal(err)
 				}

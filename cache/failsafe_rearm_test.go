@@ -89,12 +89,8 @@ func TestFailSafeValueNeverInL1ViaBatch(t *testing.T) {
 	b := newCache[string](t, rdb, bopts)
 	clocked(clk, a, b)
 	ctx := bounded(t, 20*time.Second)
-	// Wait until B's L1 is in sync (it fills only then).
-	eventually(t, 5*time.Second, func() bool {
-		_ = b.Set(ctx, "warm", "x")
-		_, _, _ = b.Get(ctx, "warm")
-		return b.Stats().L1Hits > 0
-	}, func() string { return "B's L1 never synced" })
+	// Wait until B's L1 tracks k (it takes k only then).
+	trackForL1(t, b, "k")
 
 	var bcalls atomic.Int32
 	p.SetLatency(300 * time.Millisecond)

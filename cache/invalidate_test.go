@@ -89,6 +89,7 @@ func TestInvalidateTagsBatchAndOtherTags(t *testing.T) {
 		}
 		return out, cache.SetTags(ctx, "group")
 	}
+	trackEachForL1(t, []string{"x", "y", "z"}, cs...)
 	if _, err := cs[0].GetOrComputeMany(ctx, []string{"x", "y"}, batch); err != nil {
 		t.Fatal(err)
 	}

@@ -132,9 +132,10 @@ func (c *l1[V]) put(key string, e entry[V], now time.Time, version uint64) bool 
 			marks.Raise(floor, c.seq.Add(1))
 			return clockmap.Remove, clockmap.Trace{}
 		}
-		if live && old.Announced && e.digest != 0 && old.Digest == e.digest {
-			// The value announced last for key (see heard), however old
-			// the read that brought it.
+		if live && old.Announced && e.digest != 0 && old.Digest == e.digest &&
+			version >= old.Floor && floor.Load() <= old.Tick && version >= c.cleared.Load() {
+			// The value announced last for key (see heard), from a read
+			// that the announcement alone would refuse.
 			stored = true
 			return clockmap.Store, clockmap.Trace{Tick: c.seq.Add(1), Digest: e.digest}
 		}
@@ -175,19 +176,47 @@ func (c *l1[V]) invalidate(key string) {
 //
 // The exception lives in a tombstone marked Announced: whatever comes
 // after the announcement for key (another announcement, an invalidation,
-// an eviction, a put refused) replaces or removes it.
+// an eviction, a put refused) replaces or removes it. It holds only for a
+// read that began after every other reason to refuse it: at or past the
+// floor as it stood before this announcement raised it (a Delete of this
+// replica's own that returned before the announcement came, say, raised
+// it, and a read older than that Delete must not put the value back), and
+// after the trace the tombstone replaces was left (this replica's own Set,
+// put before a late announcement of an older write came).
 func (c *l1[V]) heard(key string, keep uint64, now time.Time) {
-	marks.Raise(c.floor(key), c.seq.Add(1))
+	floor := c.floor(key)
+	raised := c.seq.Add(1)
+	before := raiseFrom(floor, raised)
 	exp := now.Add(c.ttl).UnixNano()
 	c.m.Update(key, now.UnixNano(), entry[V]{}, 0, exp, func(old clockmap.Trace, live bool) (clockmap.Op, clockmap.Trace) {
 		switch {
 		case live && keep != 0 && old.Digest == keep:
 			return clockmap.Skip, clockmap.Trace{}
 		case keep != 0:
-			return clockmap.StoreTombstone, clockmap.Trace{Tick: c.seq.Add(1), Digest: keep, Announced: true}
+			// Tick: the floor this announcement raised; a put finds the
+			// floor past it once anything else raised it since. Floor:
+			// no read older than the trace replaced (this replica's own
+			// Set, put before a late announcement of an older write) or
+			// than the floor's raises before this one.
+			if live {
+				before = max(before, old.Tick)
+			}
+			return clockmap.StoreTombstone, clockmap.Trace{Tick: raised, Digest: keep, Announced: true, Floor: before}
 		}
 		return clockmap.Remove, clockmap.Trace{}
 	}, nil)
+}
+
+// raiseFrom raises a to v, as marks.Raise does, and returns the value it
+// replaced (a itself when it was at v or past it already): everything
+// that raised a before this call.
+func raiseFrom(a *atomic.Uint64, v uint64) uint64 {
+	for {
+		cur := a.Load()
+		if cur >= v || a.CompareAndSwap(cur, v) {
+			return cur
+		}
+	}
 }
 
 // clear drops everything and keeps out every put of a read that started

@@ -58,8 +58,8 @@ func readAfterWrite(t *testing.T, opts cache.Options) {
 	rs := replicas[string](t, 2, opts)
 	a, b := rs[0], rs[1]
 	if opts.L1Size > 0 {
-		l1Synced(t, a)
-		l1Synced(t, b)
+		trackForL1(t, a, "k")
+		trackForL1(t, b, "k")
 	}
 	const key = "k"
 	// floor: after Set of version r returns, 2r (versions < r are old);

@@ -12,15 +12,17 @@ import (
 )
 
 // waitForL1 reads key, computing v, until c's L1 holds an entry: L1 fills
-// only once the invalidation subscription is up.
+// only once it tracks the key, from the key's second read. Done when a read
+// is an L1 hit (L1Entries would count a tombstone).
 func waitForL1[V any](t *testing.T, c *cache.Cache[V], key string, v V) {
 	t.Helper()
 	fn := func(context.Context) (V, error) { return v, nil }
-	waitFor(t, "the invalidation subscription", func() bool {
+	waitFor(t, "L1 to answer "+key, func() bool {
+		before := c.Stats().L1Hits
 		if _, err := c.Fetch(context.Background(), key, fn); err != nil {
 			t.Fatal(err)
 		}
-		return c.Stats().L1Entries > 0
+		return c.Stats().L1Hits > before
 	})
 }
 
@@ -31,6 +33,20 @@ func waitForL1[V any](t *testing.T, c *cache.Cache[V], key string, v V) {
 func trackForL1[V any](t *testing.T, c *cache.Cache[V], key string) {
 	t.Helper()
 	waitFor(t, "L1 to track "+key, func() bool { return cache.L1Tracked(c, key) })
+}
+
+// trackEachForL1 is trackForL1 for every key on every cache of cs with L1
+// on.
+func trackEachForL1[V any](t *testing.T, keys []string, cs ...*cache.Cache[V]) {
+	t.Helper()
+	for _, c := range cs {
+		if cache.L1Size(c) == 0 {
+			continue
+		}
+		for _, k := range keys {
+			trackForL1(t, c, k)
+		}
+	}
 }
 
 func TestL1HitsWithoutRedis(t *testing.T) {
@@ -101,19 +117,13 @@ func TestL1InvalidationReachesEveryReplica(t *testing.T) {
 func TestL1ClearedAfterReconnect(t *testing.T) {
 	c := newCache[string](t, redistest.Client(t), cache.Options{L1Size: 100})
 	ctx := context.Background()
-	waitFor(t, "an L1 entry", func() bool {
-		_, _ = c.Fetch(ctx, "k", func(context.Context) (string, error) { return "v", nil })
-		return c.Stats().L1Entries == 1
-	})
+	waitForL1(t, c, "k", "v")
 	if err := redistest.Client(t).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the L1 to clear", func() bool { st := c.Stats(); return st.L1Clears >= 1 && st.L1Entries == 0 })
 	// And once resubscribed it fills again.
-	waitFor(t, "L1 to fill again", func() bool {
-		_, _ = c.Fetch(ctx, "k", func(context.Context) (string, error) { return "v", nil })
-		return c.Stats().L1Entries == 1
-	})
+	waitForL1(t, c, "k", "v")
 }
 
 // The contract: values from L1 are shared between callers.
@@ -205,7 +215,7 @@ func TestL1NotServedPastFreshWindowWhateverL1TTL(t *testing.T) {
 			clk := cache.NewClock()
 			cache.UseClock(c, clk)
 			ctx := bounded(t, 10*time.Second)
-			l1Synced(t, c)
+			trackForL1(t, c, "k")
 			switch mode {
 			case "Set":
 				if err := c.Set(ctx, "k", "old"); err != nil {

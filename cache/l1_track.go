@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,7 @@ type l1Tracks struct {
 	max  int
 	door [l1DoorBits / 64]atomic.Uint64
 	seed maphash.Seed
+	made atomic.Uint64 // names each tracker's goroutine
 }
 
 // l1Tracker is one key's subscription for L1.
@@ -81,7 +83,10 @@ func (c *Cache[V]) l1wanted(key string) {
 	t.used.Store(true)
 	ts.m[key] = t
 	ts.mu.Unlock()
-	c.goBackground("\x00track "+key, func(ctx context.Context) { c.track(ctx, key, t) })
+	// A name of its own: a tracker of key made anew while the previous
+	// one's goroutine still runs (a Cluster slot's lookup) must not be
+	// dropped as a duplicate.
+	c.goBackground("\x00track "+strconv.FormatUint(ts.made.Add(1), 36), func(ctx context.Context) { c.track(ctx, key, t) })
 }
 
 // l1open reports whether L1 may take a put of key now: its tracker is
@@ -100,12 +105,20 @@ func (c *Cache[V]) l1open(key string) bool {
 // not need: they touch only t and L1.
 func (c *Cache[V]) track(ctx context.Context, key string, t *l1Tracker) {
 	w, _ := c.redis.p.Notifier().Track(ctx, rediskey.For(c.opts.Namespace, key).Channel(), &notify.Track{
+		// A GET of key in flight may predate a write this replica did not
+		// hear (not yet subscribed, or the connection broke): reads that
+		// begin from now on must not join it, nor, being newer than the
+		// floor, put its reply. Forgotten before the floor rises, as in
+		// heardWrite. readGroup's lock is never held across a call into
+		// the notifier, so this is safe under its lock.
 		Opened: func() {
+			c.redis.p.Forget(key)
 			c.l1.invalidate(key) // only reads that begin from now on may be put
 			t.open.Store(true)
 		},
 		Lost: func() {
 			t.open.Store(false)
+			c.redis.p.Forget(key)
 			c.l1.invalidate(key)
 		},
 		Message: func(payload string) { c.heardWrite(key, payload) },

@@ -60,8 +60,10 @@ type Trace struct {
 	Tick   uint64
 	Digest uint64
 	// Announced: a tombstone left by the announcement of a write of the
-	// value Digest names (the cache's L1 takes a put of that value then).
+	// value Digest names (the cache's L1 takes a put of that value then,
+	// from a read that began at Floor or later).
 	Announced bool
+	Floor     uint64
 }
 
 // Op is what an [Map.Update]'s decide asks for.

@@ -139,6 +139,19 @@ func (n *hub) confirm(c *psConn, kind, channel string) {
 	if st == nil || st.conn != c {
 		return
 	}
+	if kind == "ssubscribe" {
+		if st.subs > 0 {
+			st.subs--
+			return // subscriptions are confirmed by their barriers
+		}
+		// Not a reply to an SSUBSCRIBE of ours: go-redis redialled the
+		// master's socket inside a call that then succeeded (a connection
+		// found unusable, or handed off on a maintenance notification) and
+		// resubscribed its channels there. What was published meanwhile
+		// may be lost: start afresh, as after a break.
+		n.dropLocked(c)
+		return
+	}
 	if kind != "unsubscribe" && kind != "sunsubscribe" {
 		return // subscriptions are confirmed by their barriers
 	}

@@ -21,6 +21,10 @@ type channelState struct {
 	// confirmed: an unsubscribe confirmation beyond them (sharded) is Redis
 	// moving the slot away.
 	unsubs int
+	// subs counts the SSUBSCRIBEs queued on a sharded conn and not yet
+	// confirmed: a confirmation beyond them is go-redis resubscribing on a
+	// socket it redialled without an error (see confirm).
+	subs int
 	// lastSub is the gate of the newest subscribe when no unsubscribe
 	// followed it: the barrier PING queued right behind the (S)SUBSCRIBE.
 	// Its PONG, matched by a payload of its own, proves the channel is
@@ -134,9 +138,10 @@ func (n *hub) tidyLocked(channel string, st *channelState) {
 func (n *hub) sendLocked(channel string, st *channelState, node *redis.Client) *subOp {
 	conn := n.connLocked(node)
 	if st.conn != conn {
-		st.unsubs = 0 // those were queued on another connection
+		st.unsubs, st.subs = 0, 0 // those were queued on another connection
 	}
 	st.conn = conn
+	st.subs++
 	delete(n.lost, channel)
 	n.enqueueLocked(conn, sendReq{kind: sendSubscribe, name: channel})
 	st.lastSub = n.barrierLocked(conn)
