@@ -185,6 +185,14 @@ var Bugs = []Bug{
 		Scenarios: []string{"redis-idle", "redis-l1-faults"},
 	},
 	{
+		Name:      "l1-announced-past-own-write",
+		Class:     "L1 takes the value an announcement carried from a read older than this replica's own Delete or Set that returned before the announcement came: the replica serves a value its own write replaced",
+		File:      "cache/l1.go",
+		Old:       "version >= old.Floor && floor.Load() <= old.Tick && version >= c.cleared.Load()",
+		New:       "version >= c.cleared.Load()",
+		Scenarios: []string{"redis-l1-faults", "redis-idle", "redis-slow-fill"},
+	},
+	{
 		Name:      "shared-channel-one-handler",
 		Class:     "of the caches of one client listening on one invalidation channel, only one hears it while the client's one heartbeat vouches for all: invalidations missed",
 		File:      "cache/internal/notify/conn.go",
