@@ -128,7 +128,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, opts ...SetOption) 
 	e := entry[V]{value: v, w: c.policy.With(so.ttl, so.stale, -1).Write(c.now(), 0, rand.Float64()),
 		stamp: marks.Stamp{Gen: gen, Tags: so.tags}}
 	version := c.l1version() // before the write: no read before it can see v
-	e.size, err = c.store.set(ctx, c.keysFor(key), e)
+	e.size, e.digest, err = c.store.set(ctx, c.keysFor(key), e)
 	c.forgetLocal(key)
 	// v goes into L1 at a version from before the write, so that a newer
 	// write announced meanwhile keeps it out; refused, the key is dropped.

@@ -93,13 +93,13 @@ func (s *localStore[V]) abandon(_ context.Context, k keys, cl claim[V]) {
 // set implements [store]: an entry too heavy to hold is refused with an
 // error matching ErrValueTooLarge, and nothing changes (as the Redis
 // store refuses a value over MaxValueBytes).
-func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) (int, error) {
+func (s *localStore[V]) set(_ context.Context, k keys, e entry[V]) (int, uint64, error) {
 	cost, err := s.weigh(k.Key, &e)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s.s.Set(k.Key, e, cost, expires(e))
-	return 0, nil
+	return 0, 0, nil
 }
 
 func (s *localStore[V]) delete(_ context.Context, k keys) error {

@@ -204,15 +204,21 @@ func (s *redisStore[V]) readMany(ctx context.Context, ks []keys, mode readMode, 
 
 // set implements [store]: the lease is taken away, so a compute in flight
 // cannot overwrite the value, and every replica's L1 is told.
-func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) (int, error) {
+func (s *redisStore[V]) set(ctx context.Context, k keys, e entry[V]) (int, uint64, error) {
 	b, err := s.c.encodeEntry(e)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := s.p.Set(ctx, k, b, keepMillis(e.w, s.c.now())); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return len(b), nil
+	var digest uint64
+	if s.c.l1 != nil {
+		// So that the Set's own announcement, when it comes back, finds
+		// this envelope in L1 and leaves it.
+		digest = s.c.l1.digestBytes(b)
+	}
+	return len(b), digest, nil
 }
 
 // delete implements [store] like set.

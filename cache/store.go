@@ -158,8 +158,9 @@ type store[V any] interface {
 	// abandon releases a claim without a value and wakes the key's waiters.
 	abandon(ctx context.Context, k keys, cl claim[V])
 	// set stores e, taking any claim in flight away (its fill is fenced
-	// out), and returns the stored envelope's length (0: nothing encoded).
-	set(ctx context.Context, k keys, e entry[V]) (int, error)
+	// out), and returns the stored envelope's length (0: nothing encoded)
+	// and its L1 digest (0: L1 off).
+	set(ctx context.Context, k keys, e entry[V]) (size int, digest uint64, err error)
 	// delete removes key, taking any claim in flight away.
 	delete(ctx context.Context, k keys) error
 	// notified is the entry the latest notification on sub carried, when
