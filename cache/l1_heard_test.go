@@ -3,8 +3,6 @@ package cache
 import (
 	"testing"
 	"time"
-
-	"github.com/stampede-go/stampede/stale"
 )
 
 // The announcement of a write, as L1 applies it (see l1.heard): it drops
@@ -16,93 +14,83 @@ import (
 // announcement of an older write came, an eviction, a clear, a break, or
 // a newer announcement.
 func TestL1HearsAWrite(t *testing.T) {
-	now := time.Now()
-	w := stale.Windows{Created: now, FreshUntil: now.Add(time.Hour), StaleUntil: now.Add(time.Hour), ErrorUntil: now.Add(time.Hour)}
-	older := entry[string]{value: "old", w: w, digest: 11}
-	newer := entry[string]{value: "new", w: w, digest: 21}
-	serves := func(c *l1[string], want string) {
-		t.Helper()
-		e, ok := c.get("k", now)
-		if got := map[bool]string{true: e.value, false: "nothing"}[ok]; got != want {
-			t.Fatalf("L1 serves %s, want %s", got, want)
-		}
-	}
+	lc := newL1Case()
 	t.Run("drops the value it replaced", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
-		c.put("k", older, now, c.version())
-		c.heard("k", 0, now) // a Delete, or a value too large to carry
-		serves(c, "nothing")
+		c.put("k", lc.older, lc.now, c.version())
+		c.heard("k", 0, lc.now) // a Delete, or a value too large to carry
+		lc.serves(t, c, "nothing")
 		v := c.version()
-		c.heard("k", newer.digest, now)
-		if c.put("k", older, now, v) {
+		c.heard("k", lc.newer.digest, lc.now)
+		if c.put("k", lc.older, lc.now, v) {
 			t.Fatal("an older read's value went in after a newer write was heard")
 		}
-		serves(c, "nothing")
+		lc.serves(t, c, "nothing")
 	})
 	t.Run("keeps the value it announces", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
-		c.put("k", newer, now, c.version()) // the writer's own put, first
-		c.heard("k", newer.digest, now)
-		serves(c, "new")
+		c.put("k", lc.newer, lc.now, c.version()) // the writer's own put, first
+		c.heard("k", lc.newer.digest, lc.now)
+		lc.serves(t, c, "new")
 	})
 	t.Run("takes the value it announces from an older read", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
-		v := c.version()                // the writer's fill is sent
-		c.heard("k", newer.digest, now) // its announcement comes back first
-		if !c.put("k", newer, now, v) {
+		v := c.version()                      // the writer's fill is sent
+		c.heard("k", lc.newer.digest, lc.now) // its announcement comes back first
+		if !c.put("k", lc.newer, lc.now, v) {
 			t.Fatal("the writer's own put of the value announced was refused")
 		}
-		serves(c, "new")
+		lc.serves(t, c, "new")
 	})
 	t.Run("not past this replica's own Delete", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
-		v := c.version()                // a read begins, and Redis answers it the old value
-		c.invalidate("k")               // this replica's Delete returns
-		c.heard("k", older.digest, now) // the old value's announcement, late
-		if c.put("k", older, now, v) {
+		v := c.version()                      // a read begins, and Redis answers it the old value
+		c.invalidate("k")                     // this replica's Delete returns
+		c.heard("k", lc.older.digest, lc.now) // the old value's announcement, late
+		if c.put("k", lc.older, lc.now, v) {
 			t.Fatal("a read older than this replica's own Delete put the value back")
 		}
-		serves(c, "nothing")
+		lc.serves(t, c, "nothing")
 	})
 	t.Run("not past this replica's own Set", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
-		v := c.version()                          // a read begins, and Redis answers it the old value
-		if !c.put("k", newer, now, c.version()) { // this replica's Set returns
+		v := c.version()                                // a read begins, and Redis answers it the old value
+		if !c.put("k", lc.newer, lc.now, c.version()) { // this replica's Set returns
 			t.Fatal("the Set's put was refused")
 		}
-		c.heard("k", older.digest, now) // the old value's announcement, late
-		if c.put("k", older, now, v) {
+		c.heard("k", lc.older.digest, lc.now) // the old value's announcement, late
+		if c.put("k", lc.older, lc.now, v) {
 			t.Fatal("a read older than this replica's own Set put the value it replaced")
 		}
-		serves(c, "nothing")
+		lc.serves(t, c, "nothing")
 	})
 	t.Run("not past a clear", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
 		v := c.version()
-		c.heard("k", older.digest, now)
+		c.heard("k", lc.older.digest, lc.now)
 		c.clear()
-		c.heard("k", older.digest, now)
-		if c.put("k", older, now, v) {
+		c.heard("k", lc.older.digest, lc.now)
+		if c.put("k", lc.older, lc.now, v) {
 			t.Fatal("a read older than a clear put its value")
 		}
 	})
 	t.Run("not past a later raise of the floor", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
 		v := c.version()
-		c.heard("k", older.digest, now)
+		c.heard("k", lc.older.digest, lc.now)
 		raiseFrom(c.floor("k"), c.seq.Add(1)) // a break, an eviction
-		if c.put("k", older, now, v) {
+		if c.put("k", lc.older, lc.now, v) {
 			t.Fatal("a read older than a later floor put its value")
 		}
 	})
 	t.Run("not once a newer write is heard", func(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
 		v := c.version()
-		c.heard("k", older.digest, now)
-		c.heard("k", newer.digest, now)
-		if c.put("k", older, now, v) {
+		c.heard("k", lc.older.digest, lc.now)
+		c.heard("k", lc.newer.digest, lc.now)
+		if c.put("k", lc.older, lc.now, v) {
 			t.Fatal("the value of an earlier announcement went in after a later one")
 		}
-		serves(c, "nothing")
+		lc.serves(t, c, "nothing")
 	})
 }
