@@ -20,10 +20,11 @@ import (
 //
 // A key is tracked from its second read since the last sweep (the first
 // only knocks: a key read once is not worth a subscription), up to twice
-// L1Size keys (a key L1 evicted keeps its tracker until the sweep). Its subscription goes out in the background; L1 takes a put of the
-// key only while the tracker is open (Redis confirmed the subscription: see
+// L1Size keys (a key L1 evicted keeps its tracker until the sweep). Its
+// subscription goes out in the background; L1 takes a put of the key only
+// while the tracker is open (Redis confirmed the subscription: see
 // notify's trackers) and only of a read that began after it opened, since
-// opening raises the key's floor. A write published after such a read
+// opening raises the key's floor and forgets the shared GET in flight. A write published after such a read
 // began reaches the replica and drops the value; a break of the connection
 // drops the key until Redis confirms the resubscription. The sweep, every
 // max(L1TTL, 1 s), ends the trackers of keys that L1 no longer holds and
@@ -102,7 +103,7 @@ func (c *Cache[V]) l1open(key string) bool {
 
 // track subscribes key's channel for t. Its hooks run on the notifier's
 // receiving goroutine; Opened and Lost with its lock held, which they do
-// not need: they touch only t and L1.
+// not need: they touch only t, L1 and the shared reads.
 func (c *Cache[V]) track(ctx context.Context, key string, t *l1Tracker) {
 	w, _ := c.redis.p.Notifier().Track(ctx, rediskey.For(c.opts.Namespace, key).Channel(), &notify.Track{
 		// A GET of key in flight may predate a write this replica did not
