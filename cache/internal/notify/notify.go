@@ -1,6 +1,7 @@
 // Package notify is the cache's pub/sub: it subscribes a key's fill
-// channel while local waiters wait on it, and tells each of them when a
-// notification arrives or the connection broke (so the key must be re-read).
+// channel while local waiters wait on it or the cache's L1 tracks the key,
+// and tells each of them when a notification arrives or the connection
+// broke (so the key must be re-read).
 // It speaks channels and payloads only; what a payload means is the
 // caller's business.
 //
@@ -33,7 +34,9 @@
 // barriers that open a waiter to notifications; outbox.go the ordered
 // sending of commands off the lock; conn.go a connection's receiver and
 // what a break does; cluster.go the sharded channels that must move when
-// a slot does; heartbeat.go the heartbeat and what its answers vouch for.
+// a slot does; heartbeat.go the heartbeat and what its answers vouch for;
+// track.go the trackers, a key's channel held for the cache's L1 with hooks
+// for its opening, its messages and its breaks.
 package notify
 
 import (
