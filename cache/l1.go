@@ -186,7 +186,7 @@ func (c *l1[V]) invalidate(key string) {
 func (c *l1[V]) heard(key string, keep uint64, now time.Time) {
 	floor := c.floor(key)
 	raised := c.seq.Add(1)
-	before := raiseFrom(floor, raised)
+	before := marks.Raise(floor, raised)
 	exp := now.Add(c.ttl).UnixNano()
 	c.m.Update(key, now.UnixNano(), entry[V]{}, 0, exp, func(old clockmap.Trace, live bool) (clockmap.Op, clockmap.Trace) {
 		switch {
@@ -205,18 +205,6 @@ func (c *l1[V]) heard(key string, keep uint64, now time.Time) {
 		}
 		return clockmap.Remove, clockmap.Trace{}
 	}, nil)
-}
-
-// raiseFrom raises a to v, as marks.Raise does, and returns the value it
-// replaced (a itself when it was at v or past it already): everything
-// that raised a before this call.
-func raiseFrom(a *atomic.Uint64, v uint64) uint64 {
-	for {
-		cur := a.Load()
-		if cur >= v || a.CompareAndSwap(cur, v) {
-			return cur
-		}
-	}
 }
 
 // clear drops everything and keeps out every put of a read that started

@@ -3,6 +3,8 @@ package cache
 import (
 	"testing"
 	"time"
+
+	"github.com/stampede-go/stampede/cache/internal/marks"
 )
 
 // The announcement of a write, as L1 applies it (see l1.heard): it drops
@@ -78,7 +80,7 @@ func TestL1HearsAWrite(t *testing.T) {
 		c := newL1[string](16, 0, time.Hour)
 		v := c.version()
 		c.heard("k", lc.older.digest, lc.now)
-		raiseFrom(c.floor("k"), c.seq.Add(1)) // a break, an eviction
+		marks.Raise(c.floor("k"), c.seq.Add(1)) // a break, an eviction
 		if c.put("k", lc.older, lc.now, v) {
 			t.Fatal("a read older than a later floor put its value")
 		}

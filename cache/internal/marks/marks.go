@@ -233,12 +233,14 @@ func (s *markSlot) against(gen uint64) State {
 }
 
 // Raise sets a to v unless it is already at least v: a counter or floor
-// that only goes up (a mark here, L1's floors in cache).
-func Raise(a *atomic.Uint64, v uint64) {
+// that only goes up (a mark here, L1's floors in cache). It returns the
+// value it replaced (a's own when a was at v or past it already):
+// everything that raised a before this call.
+func Raise(a *atomic.Uint64, v uint64) (was uint64) {
 	for {
 		cur := a.Load()
 		if cur >= v || a.CompareAndSwap(cur, v) {
-			return
+			return cur
 		}
 	}
 }
