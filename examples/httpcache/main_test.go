@@ -59,9 +59,10 @@ func TestRoutesAreCachedAsThePageSays(t *testing.T) {
 		}
 	}))
 	defer origin.Close()
-	chiAddr, plainAddr := exampletest.FreeAddr(t), exampletest.FreeAddr(t)
-	exampletest.Start(t, chiAddr, "-redis", redistest.Addr(t), "-listen", chiAddr, "-listen-plain", plainAddr, "-upstream", origin.URL)
-	exampletest.WaitListening(t, plainAddr)
+	_, addrs := exampletest.Start(t, 2, func(a []string) []string {
+		return []string{"-redis", redistest.Addr(t), "-listen", a[0], "-listen-plain", a[1], "-upstream", origin.URL}
+	})
+	chiAddr, plainAddr := addrs[0], addrs[1]
 
 	for _, base := range []string{"http://" + chiAddr, "http://" + plainAddr} {
 		url := base + "/reports/1"

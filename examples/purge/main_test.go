@@ -55,8 +55,10 @@ func request(t *testing.T, method, url string, body io.Reader, header ...string)
 // Surrogate-Key, behind the application's authorisation; and
 // middleware.Purge after a write makes the next request see the write.
 func TestTagsPurgeAsThePageSays(t *testing.T) {
-	addr := exampletest.FreeAddr(t)
-	exampletest.Start(t, addr, "-redis", redistest.Addr(t), "-listen", addr, "-admin-token", "secret")
+	_, addrs := exampletest.Start(t, 1, func(a []string) []string {
+		return []string{"-redis", redistest.Addr(t), "-listen", a[0], "-admin-token", "secret"}
+	})
+	addr := addrs[0]
 	base := "http://" + addr
 	get := func(id string) (string, string) {
 		t.Helper()

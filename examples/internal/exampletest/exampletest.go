@@ -8,6 +8,7 @@ package exampletest
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -64,9 +65,34 @@ type Program struct {
 	Stderr *syncbuf.Buffer
 }
 
-// Start starts the program with args and returns once it accepts
-// connections at listen; it is killed when the test ends.
-func Start(t testing.TB, listen string, args ...string) *Program {
+// attempts bounds how often Start starts a program whose address another
+// process took between FreeAddrs and the program's bind.
+const attempts = 3
+
+// Start picks n distinct free loopback addresses, starts the program with
+// the arguments args gives for them (its -listen flags), and returns once
+// it accepts connections at every one; it is killed when the test ends.
+// A program that exits because another process bound one of its
+// addresses first is started again on new ones.
+func Start(t testing.TB, n int, args func(addrs []string) []string) (*Program, []string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addrs := FreeAddrs(t, n)
+		p, err := start(t, addrs, args(addrs))
+		if err == nil {
+			return p, addrs
+		}
+		if !strings.Contains(p.Stderr.String(), "address already in use") || attempt == attempts {
+			t.Fatal(err)
+		}
+		t.Logf("started again on new addresses: %v", err)
+	}
+}
+
+// start starts the program and waits until it accepts connections at
+// every one of addrs; an error says it exited first or nothing listened
+// within 10 s.
+func start(t testing.TB, addrs, args []string) (*Program, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	cmd := command(ctx, args)
@@ -83,49 +109,51 @@ func Start(t testing.TB, listen string, args ...string) *Program {
 		<-exited
 		cancel()
 	})
-	waitListening(t, listen, exited, p.Stderr)
-	return p
-}
-
-// WaitListening returns once something accepts connections at addr (a
-// program's second listener, say), or fails the test after 10 s.
-func WaitListening(t testing.TB, addr string) {
-	t.Helper()
-	waitListening(t, addr, nil, nil)
+	for _, addr := range addrs {
+		if err := waitListening(addr, exited, p.Stderr); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // waitListening waits until addr accepts connections, the program exits
 // (exited), or 10 s pass.
-func waitListening(t testing.TB, addr string, exited chan error, stderr *syncbuf.Buffer) {
-	t.Helper()
+func waitListening(addr string, exited chan error, stderr *syncbuf.Buffer) error {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("the program exited before it listened on %s: %v\nstderr:\n%s", addr, err, stderr.String())
+			return fmt.Errorf("the program exited before it listened on %s: %w\nstderr:\n%s", addr, err, stderr.String())
 		case <-time.After(20 * time.Millisecond): // the program is starting its listener
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nothing listened on %s within 10 s: %v", addr, err)
+			return fmt.Errorf("nothing listened on %s within 10 s: %w", addr, err)
 		}
 	}
 }
 
-// FreeAddr returns a loopback address nothing listens on, for a program's
-// -listen flag.
-func FreeAddr(t testing.TB) string {
+// FreeAddrs returns n distinct loopback addresses nothing listens on, for
+// a program's -listen flags. Each is held until all are picked, so that
+// the kernel cannot hand the same port out twice; another process may
+// still bind one before the program does (Start starts it again then).
+func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
 
 // Lines splits out into its lines, without their newlines.
