@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stampede-go/stampede/examples/internal/exampletest"
 	"github.com/stampede-go/stampede/internal/redistest"
 	"github.com/stampede-go/stampede/internal/syncbuf"
 )
@@ -59,12 +59,7 @@ func TestREADMEBlockIsThisProgram(t *testing.T) {
 // second request from the cache.
 func TestFirstProgramServes(t *testing.T) {
 	redisAddr := redistest.Addr(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := l.Addr().String()
-	l.Close()
+	listen := exampletest.FreeAddrs(t, 1)[0]
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -118,18 +113,8 @@ func TestFirstProgramServes(t *testing.T) {
 // dial, and it still computes the report (locally) at once (issue 41: it
 // used to serve degraded answers without a word of its own).
 func TestFirstProgramSaysRedisIsUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := l.Addr().String()
-	l.Close()
-	l, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := l.Addr().String()
-	l.Close()
+	refused := redistest.RefusingAddr(t)
+	listen := exampletest.FreeAddrs(t, 1)[0]
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

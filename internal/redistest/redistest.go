@@ -341,14 +341,15 @@ func Independent(t testing.TB, n int) ([]*redisserver.Server, []*redis.Client) {
 }
 
 // RefusingAddr returns a loopback address where nothing listens: a client
-// pointed at it has its connections refused (Redis down, not silent).
+// pointed at it has its connections refused (Redis down, not silent). The
+// port stays reserved until the test ends, so that no listener started
+// later in the process is handed it.
 func RefusingAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, release, err := reserveRefusingPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	t.Cleanup(release)
 	return addr
 }
