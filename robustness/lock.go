@@ -63,6 +63,8 @@ type LockScenario struct {
 	// the run is healthy for Calm between two.
 	Nemeses        []string
 	FaultFor, Calm time.Duration
+	// Opening, when set, is the run's first fault, whatever the draw.
+	Opening string
 }
 
 // drift is the holders' documented drift allowance: TTL × DriftFactor + 2 ms.
@@ -71,7 +73,7 @@ func (sc LockScenario) drift() time.Duration {
 }
 
 // allLockNemeses are the faults of the lock workload over a quorum.
-var allLockNemeses = []string{"holder-pause", "holder-partition", "holder-delay", "server-restart", "rolling-restart"}
+var allLockNemeses = []string{"holder-pause", "holder-partition", "holder-split", "holder-delay", "server-restart", "rolling-restart"}
 
 // singleLockNemeses are those over one Redis, which promises nothing when
 // it restarts without its data: redis-slow delays every holder's messages
@@ -87,7 +89,8 @@ func LockProfile(name string) []LockScenario {
 		TTL: time.Second, ServerTimeout: 100 * time.Millisecond, DriftFactor: 0.01,
 		WorkMin: 10 * time.Millisecond, WorkMax: 1500 * time.Millisecond, Stubborn: 0.5,
 		Shorten: 0.2, Deadline: 0.2,
-		Nemeses: allLockNemeses, FaultFor: 1500 * time.Millisecond, Calm: 300 * time.Millisecond}
+		Nemeses: allLockNemeses, FaultFor: 1500 * time.Millisecond, Calm: 300 * time.Millisecond,
+		Opening: "holder-split"}
 	// One Redis and a lease.Client, its RedisTimeout past the TTL, so
 	// that a grant can answer after the lease's validity.
 	single := LockScenario{Name: "lock-set-single", Holders: 3, Servers: 1, Duration: 8 * time.Second,

@@ -107,9 +107,13 @@ func RunLock(sc LockScenario, seed int64, bin, pgAddr string) (h *LockHistory, e
 	defer stopHolders()
 
 	end := time.Now().Add(sc.Duration)
-	for time.Now().Before(end) && len(sc.Nemeses) > 0 {
+	for i := 0; time.Now().Before(end) && len(sc.Nemeses) > 0; i++ {
 		time.Sleep(sc.Calm) // the run's pace, not a synchronisation
-		if err := r.fault(sc.Nemeses[r.rng.IntN(len(sc.Nemeses))]); err != nil {
+		nemesis := sc.Nemeses[r.rng.IntN(len(sc.Nemeses))]
+		if i == 0 && sc.Opening != "" {
+			nemesis = sc.Opening
+		}
+		if err := r.fault(nemesis); err != nil {
 			return nil, err
 		}
 	}
@@ -206,6 +210,31 @@ func (r *lockRun) fault(nemesis string) error {
 			r.proxies[i][s].SetPartition(false)
 		}
 		r.event(fmt.Sprintf("heal h%d", i), true)
+	case "holder-split":
+		if len(r.holders) < 2 || len(r.servers) < 3 {
+			return r.fault("holder-partition")
+		}
+		// The network split in two: one holder reaches a majority of the
+		// servers only, another the rest only. Each side's holder keeps
+		// trying; only the majority's may take the lease (a quorum counted
+		// short grants the minority's too: two holders at once).
+		i := r.target()
+		j := (i + 1 + rng.IntN(len(r.holders)-1)) % len(r.holders)
+		perm := rng.Perm(len(r.servers))
+		majority, minority := perm[:len(perm)/2+1], perm[len(perm)/2+1:]
+		r.event(fmt.Sprintf("split: h%d reaches servers %v only, h%d servers %v only", i, majority, j, minority), false)
+		for _, s := range minority {
+			r.proxies[i][s].SetPartition(true)
+		}
+		for _, s := range majority {
+			r.proxies[j][s].SetPartition(true)
+		}
+		time.Sleep(sc.FaultFor)
+		for _, s := range perm {
+			r.proxies[i][s].SetPartition(false)
+			r.proxies[j][s].SetPartition(false)
+		}
+		r.event(fmt.Sprintf("heal h%d and h%d", i, j), true)
 	case "holder-delay":
 		// Each message of the holder delayed by up to twice the server
 		// timeout: grants, releases and extensions arrive after their
