@@ -42,6 +42,7 @@ type Origin struct {
 	versions map[string]int64
 	computes map[string]*Compute
 	next     int
+	ends     map[string]chan struct{} // see Origin.nextEnd
 }
 
 func newOrigin(clk clock, hist *History) (*Origin, error) {
@@ -104,4 +105,27 @@ func (o *Origin) end(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.Ended, c.How, c.Revalidated = now, q.Get("how"), q.Get("revalidated")
+	o.mu.Lock()
+	if ch := o.ends[c.Key]; ch != nil {
+		close(ch)
+		delete(o.ends, c.Key)
+	}
+	o.mu.Unlock()
+}
+
+// nextEnd returns a channel closed when the next compute of key ends, as
+// the origin hears it: a round that must act between a compute's end and
+// its value's fill waits on it.
+func (o *Origin) nextEnd(key string) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ends == nil {
+		o.ends = map[string]chan struct{}{}
+	}
+	ch := o.ends[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		o.ends[key] = ch
+	}
+	return ch
 }

@@ -109,11 +109,13 @@ func Profile(name string) []Scenario {
 			WaitTimeout: time.Second, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond,
 			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 8 * time.Second},
 		Nemeses: []string{"replica-idle", "replica-sparse"}, FaultFor: time.Second, Calm: time.Second}
-	// Abandoned keys where values stand in for a failing origin, and
-	// announcement rounds where L1 outlives the cross-replica window.
+	// Abandoned keys where values stand in for a failing origin,
+	// announcement rounds where L1 outlives the cross-replica window, and
+	// fence rounds where values are slow to encode.
 	busy.Traffic.Abandon, persist.Traffic.Abandon, local.Traffic.Abandon = true, true, true
 	idle.Traffic.Announce = true
 	local.Traffic.StandIn = true
+	slow.Traffic.Fence = true
 	out := []Scenario{busy, faults, persist, local, slow, overload, idle}
 	if name == "long" {
 		cluster := faults

@@ -33,6 +33,19 @@ const (
 	// a batch's failed compute while the batch waits for heldKey.
 	standInKey, heldKey = "ks", "kh"
 	standInTag          = "ts"
+	// fencedKey is the key of the fence rounds, computed with fencedTag.
+	fencedKey, fencedTag = "kf", "tf"
+)
+
+const (
+	// fencePad is the padding of a fence round's value: the slow codec
+	// encodes it in 300 ms (1 ms per 2 KiB), the window in which the
+	// round's InvalidateTags returns.
+	fencePad = 600 << 10
+	// fenceInto is how long after its compute ended a fence round's
+	// InvalidateTags starts: the replica has checked the value's marks
+	// and is encoding it.
+	fenceInto = 30 * time.Millisecond
 )
 
 // standInHold is how long the stand-in round's compute of heldKey runs.
@@ -70,7 +83,7 @@ func allGroups() []string {
 }
 
 // rounds runs the scenario's window rounds (Traffic.Abandon,
-// Traffic.Announce, Traffic.StandIn), one at a time with a pause between two, until end.
+// Traffic.Announce, Traffic.StandIn, Traffic.Fence), one at a time with a pause between two, until end.
 func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	var kinds []func(*rand.Rand) time.Duration
 	if r.sc.Traffic.Abandon && r.sc.Options.StaleIfError > 0 {
@@ -81,6 +94,9 @@ func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	}
 	if r.sc.Traffic.StandIn && r.sc.Options.StaleIfError > 0 {
 		kinds = append(kinds, r.standInRound)
+	}
+	if r.sc.Traffic.Fence && r.sc.Options.SlowCodec && r.sc.Mode != "local" && r.sc.Replicas > 1 {
+		kinds = append(kinds, r.fenceRound)
 	}
 	for i := 0; len(kinds) > 0; i++ {
 		pause := roundPause/2 + time.Duration(rng.Int64N(int64(roundPause)))
@@ -206,6 +222,55 @@ func (r *run) standInRound(rng *rand.Rand) time.Duration {
 	time.Sleep(standInHold / 4) // then the batch's failure, then the ExpireTags
 	expire()
 	calls.Wait()
+	return 0
+}
+
+// fenceRound (rng nil: how long it takes, at most) computes fencedKey
+// with fencedTag on one replica, its value padded so that the slow codec
+// takes fencePad/2 KiB milliseconds to encode it, and meanwhile (fenceInto
+// after the origin heard the compute end: the value passed its own
+// invalidation check and is being encoded for its fill) has another
+// replica InvalidateTags fencedTag. That call returns (it waits δ) before the value is stored:
+// the answer's fence must find the invalidation and compute again, not
+// answer the value computed before it (an invalidation violation: the
+// fence-skipped-at-answer plant). The random traffic opens that window
+// one run in two. Each round deletes the key first, so that its Fetch
+// computes. No Clear may wipe the tag's mark meanwhile: the round holds
+// the Clear gate.
+func (r *run) fenceRound(rng *rand.Rand) time.Duration {
+	if rng == nil {
+		// The Fetch's deadline (the Delete before it is one step): the
+		// scenario's runs are short, and a round that began too late
+		// for a bound of two deadlines would leave many without one.
+		return r.sc.Traffic.Deadline
+	}
+	rep := r.roundReplica(rng)
+	if rep == nil {
+		return 0
+	}
+	defer r.clears.Unlock()
+	var other *Replica
+	for _, o := range r.env.replicas {
+		if o != rep && !o.idle() {
+			other = o
+		}
+	}
+	if other == nil || !r.roundCall(rep, wire.Request{Op: wire.OpDelete, Key: fencedKey}).Ok() {
+		return 0
+	}
+	ended := r.origin.nextEnd(fencedKey)
+	var fetch sync.WaitGroup
+	fetch.Go(func() {
+		r.roundCall(rep, wire.Request{Op: wire.OpFetch, Key: fencedKey,
+			Compute: wire.Compute{Sleep: 20 * time.Millisecond, Tags: []string{fencedTag}, Pad: fencePad}})
+	})
+	select {
+	case <-ended:
+		time.Sleep(fenceInto) // the round's order: the value checked, and being encoded
+		r.roundCall(other, wire.Request{Op: wire.OpInvalidateTags, Tags: []string{fencedTag}})
+	case <-time.After(r.sc.Traffic.Deadline): // the Fetch failed before a compute
+	}
+	fetch.Wait()
 	return 0
 }
 

@@ -60,6 +60,11 @@ type Traffic struct {
 	// while it waits for a key another call computes, across an
 	// ExpireTags of that value's tags. Only with StaleIfError.
 	StandIn bool
+	// Fence runs fence rounds next to the traffic (rounds.go): a compute
+	// whose value is slow to encode, across an InvalidateTags of its tag
+	// on another replica that returns while the value is being stored,
+	// after the compute's own check. Only with a slow codec.
+	Fence bool
 	// Weights of each operation; a zero weight leaves it out.
 	Weights map[string]int
 }
