@@ -29,7 +29,7 @@ func (c *checker) crossWindow(replica string, from, to time.Duration) time.Durat
 
 // announcementLost reports whether a fault during [from, to] (or settling
 // then) may have kept a write's announcement from replica: its
-// subscription killed, Redis killed, paused or failed over, or replica
+// subscription killed or silenced, Redis killed, paused or failed over, or replica
 // itself cut off, reset, paused or killed. Without one, an announcement
 // arrives, and L1 drops the replaced value.
 func (c *checker) announcementLost(replica string, from, to time.Duration) bool {
@@ -40,6 +40,8 @@ func (c *checker) announcementLost(replica string, from, to time.Duration) bool 
 		kind, _, _ := strings.Cut(f.what, ":")
 		switch {
 		case kind == "pubsub-kill":
+			return true
+		case kind == "latency-unsubscribed" && f.replica == wire.Process(replica):
 			return true
 		case breaksOneCompute(kind) && (f.replica == "" || f.replica == wire.Process(replica)):
 			return true

@@ -44,19 +44,20 @@ func admin(addr string, args ...any) error {
 
 // The nemeses, by name.
 var nemeses = map[string]func() Nemesis{
-	"redis-kill":     func() Nemesis { return &redisKill{} },
-	"redis-pause":    func() Nemesis { return &redisPause{} },
-	"partition":      func() Nemesis { return &partition{} },
-	"reset":          func() Nemesis { return &reset{} },
-	"latency":        func() Nemesis { return &latency{} },
-	"overload":       func() Nemesis { return &overload{} },
-	"pubsub-kill":    func() Nemesis { return &pubsubKill{} },
-	"replica-pause":  func() Nemesis { return &replicaPause{} },
-	"replica-kill":   func() Nemesis { return &replicaKill{} },
-	"replica-idle":   func() Nemesis { return &replicaIdle{} },
-	"replica-sparse": func() Nemesis { return &replicaSparse{} },
-	"failover":       func() Nemesis { return &failover{} },
-	"cluster-master": func() Nemesis { return &clusterMaster{} },
+	"redis-kill":           func() Nemesis { return &redisKill{} },
+	"redis-pause":          func() Nemesis { return &redisPause{} },
+	"partition":            func() Nemesis { return &partition{} },
+	"reset":                func() Nemesis { return &reset{} },
+	"latency":              func() Nemesis { return &latency{} },
+	"latency-unsubscribed": func() Nemesis { return &unsubscribed{} },
+	"overload":             func() Nemesis { return &overload{} },
+	"pubsub-kill":          func() Nemesis { return &pubsubKill{} },
+	"replica-pause":        func() Nemesis { return &replicaPause{} },
+	"replica-kill":         func() Nemesis { return &replicaKill{} },
+	"replica-idle":         func() Nemesis { return &replicaIdle{} },
+	"replica-sparse":       func() Nemesis { return &replicaSparse{} },
+	"failover":             func() Nemesis { return &failover{} },
+	"cluster-master":       func() Nemesis { return &clusterMaster{} },
 }
 
 // redisKill kills Redis (SIGKILL) and restarts it on the same port: without
@@ -128,6 +129,43 @@ func (n *latency) Inject(e *env, rng *rand.Rand) (string, error) {
 	return fmt.Sprintf("%s delayed %s each way", e.replicas[i].Name, d), nil
 }
 func (n *latency) Heal(*env) error { n.p.SetLatency(0); return nil }
+
+// unsubscribed silences one replica's subscriptions (its pub/sub
+// connection's traffic black-holed: no announcement, heartbeat reply or
+// fill notification reaches it, as when a subscription breaks unseen, or on
+// a Cluster, where marks are trusted by reads alone) and, a moment later,
+// slows its other traffic to Redis: each way 35 to 90 ms (the proxy's d to
+// 2d for a d of 35 to 45 ms), under InvalidationWait δ (100 ms) one way and
+// often over it for a round trip. Each fence of a compute in flight across
+// an invalidation on another replica then reads the marks through the
+// slow link and must wait for the late reply within the Redis budget
+// (issue 39 item 2); waiters hear of no fill and poll. The replica's
+// traffic keeps teaching its budget the slow round trip, so this nemesis
+// does not show a read cut at δ (the marks-read-impatient plant): that
+// needs a link that turns slow after only fast replies, which
+// cache.TestFenceHoldsWhenRedisTurnsSlowWithinInvalidationWait builds.
+type unsubscribed struct{ p *faultproxy.Proxy }
+
+// unsubscribedSettle is how long the unsubscribed nemesis leaves the
+// replica silent before it slows it: its heartbeat misses its reply, and
+// its decisions come to rest on marks read on the request path.
+const unsubscribedSettle = 300 * time.Millisecond
+
+func (*unsubscribed) Name() string { return "latency-unsubscribed" }
+func (n *unsubscribed) Inject(e *env, rng *rand.Rand) (string, error) {
+	i := rng.IntN(len(e.proxies))
+	n.p = e.proxies[i]
+	n.p.SetPubSubSilent(true)
+	time.Sleep(unsubscribedSettle) // the fault's own course, not a wait for an event
+	d := time.Duration(35+rng.IntN(11)) * time.Millisecond
+	n.p.SetLatency(d)
+	return fmt.Sprintf("%s silent on its subscriptions, its traffic delayed %s each way", e.replicas[i].Name, d), nil
+}
+func (n *unsubscribed) Heal(*env) error {
+	n.p.SetLatency(0)
+	n.p.SetPubSubSilent(false)
+	return nil
+}
 
 // overload makes Redis slow for the whole fleet: every replica's round trip
 // rises past RedisTimeout (the default 250 ms, or the scenario's), as under

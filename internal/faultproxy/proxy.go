@@ -1,11 +1,13 @@
 // Package faultproxy is a TCP proxy on loopback that injects network
 // faults between clients and a real server: added latency, connection
-// resets, a full partition (traffic black-holed), traffic held back and
-// released in order, connections that vanish without a word (a restarted
+// resets, a full partition (traffic black-holed), Redis pub/sub connections
+// fallen silent while the others work, traffic held back and released in
+// order, connections that vanish without a word (a restarted
 // host) and slow closes.
 package faultproxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -22,6 +24,7 @@ type Proxy struct {
 
 	latency   atomic.Int64 // nanoseconds added before each forwarded chunk
 	partition atomic.Bool  // black-hole traffic while set
+	pubsubOff atomic.Bool  // black-hole pub/sub links' traffic while set
 	slowClose atomic.Int64 // nanoseconds to wait before closing a side
 	inFlight  atomic.Int64 // chunks read and not yet forwarded or dropped
 
@@ -56,6 +59,15 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // SetPartition black-holes all traffic (connections stay open, nothing
 // arrives) while on, as a network partition does.
 func (p *Proxy) SetPartition(on bool) { p.partition.Store(on) }
+
+// SetPubSubSilent black-holes, while on, the traffic of every connection
+// on which the client subscribed to a Redis channel (it sent SUBSCRIBE,
+// SSUBSCRIBE or PSUBSCRIBE), as a partition does, and only theirs: the
+// client's commands still come and go, but no message, heartbeat reply or
+// confirmation reaches its subscriptions. A connection counts as one from
+// the chunk that carries its first subscription on (that chunk is
+// dropped too).
+func (p *Proxy) SetPubSubSilent(on bool) { p.pubsubOff.Store(on) }
 
 // SetHold holds back every chunk read from either side while on, as a
 // congested path does: nothing arrives and nothing is lost. When it is
@@ -208,6 +220,20 @@ func (p *Proxy) accept() {
 type link struct {
 	client, server net.Conn
 	vanished       atomic.Bool // see [Proxy.Vanish]
+	pubsub         atomic.Bool // the client subscribed on it (see [Proxy.SetPubSubSilent])
+}
+
+// subscribes reports whether chunk, bytes a client sent, carries a RESP
+// command SUBSCRIBE, SSUBSCRIBE or PSUBSCRIBE (a bulk string of that name,
+// in any case).
+func subscribes(chunk []byte) bool {
+	lower := bytes.ToLower(chunk)
+	for _, cmd := range [][]byte{[]byte("$9\r\nsubscribe\r\n"), []byte("$10\r\nssubscribe\r\n"), []byte("$10\r\npsubscribe\r\n")} {
+		if bytes.Contains(lower, cmd) {
+			return true
+		}
+	}
+	return false
 }
 
 // pipe copies from src to dst with the faults applied, then closes both;
@@ -240,6 +266,9 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 			}
 			return
 		}
+		if n > 0 && src == l.client && !l.pubsub.Load() && subscribes(buf[:n]) {
+			l.pubsub.Store(true)
+		}
 		if n > 0 {
 			p.inFlight.Add(1)
 			p.held(src == l.client)
@@ -247,7 +276,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 				time.Sleep(d) // the fault itself: added latency
 			}
 			var werr error
-			if !p.partition.Load() {
+			if !p.partition.Load() && !(l.pubsub.Load() && p.pubsubOff.Load()) {
 				_, werr = dst.Write(buf[:n])
 			}
 			p.inFlight.Add(-1)

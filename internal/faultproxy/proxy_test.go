@@ -268,3 +268,52 @@ func TestHoldRequestsLetsTheServerSpeak(t *testing.T) {
 		t.Fatalf("the request after the release: %q %v", got, err)
 	}
 }
+
+// SetPubSubSilent silences the connections that subscribed, from their
+// subscription on, and only them; they speak again once it is off.
+func TestPubSubSilentSilencesSubscribersOnly(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	say := func(c net.Conn, r *bufio.Reader, line string, deadline time.Duration) (string, error) {
+		_ = c.SetDeadline(time.Now().Add(deadline))
+		if _, err := c.Write([]byte(line)); err != nil {
+			return "", err
+		}
+		return r.ReadString('\n')
+	}
+	cmd, rcmd := dial()
+	sub, rsub := dial()
+	// The echo server answers each line: the subscription's own command
+	// comes back as a line too, as Redis confirms it.
+	if got, err := say(sub, rsub, "*2\r\n$9\r\nSUBSCRIBE\r\n", time.Second); err != nil || got != "*2\r\n" {
+		t.Fatalf("the subscription before the silence: %q %v", got, err)
+	}
+	for _, want := range []string{"$9\r\n", "SUBSCRIBE\r\n"} {
+		if got, err := rsub.ReadString('\n'); err != nil || got != want {
+			t.Fatalf("the subscription's echo: %q %v, want %q", got, err, want)
+		}
+	}
+	p.SetPubSubSilent(true)
+	if got, err := say(cmd, rcmd, "*1\r\n", time.Second); err != nil || got != "*1\r\n" {
+		t.Fatalf("a command connection while subscriptions are silent: %q %v", got, err)
+	}
+	if got, err := say(sub, rsub, "*1\r\n", 100*time.Millisecond); err == nil {
+		t.Fatalf("the subscribed connection answered while silent: %q", got)
+	}
+	p.SetPubSubSilent(false)
+	sub2, rsub2 := dial()
+	if got, err := say(sub2, rsub2, "*1\r\n", time.Second); err != nil || got != "*1\r\n" {
+		t.Fatalf("a connection after the silence: %q %v", got, err)
+	}
+}
