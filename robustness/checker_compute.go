@@ -137,7 +137,7 @@ func (c *checker) broken(a, b string, from, to time.Duration) bool {
 // fault, past its settle, where one compute per key is judged.
 func breaksOneCompute(kind string) bool {
 	switch kind {
-	case "redis-kill", "redis-pause", "failover", "cluster-master", "partition", "reset", "replica-pause", "replica-kill":
+	case "redis-kill", "redis-kill-vanish", "redis-pause", "failover", "cluster-master", "partition", "reset", "replica-pause", "replica-kill":
 		return true
 	}
 	return false

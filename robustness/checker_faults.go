@@ -85,7 +85,7 @@ func (c *checker) cutOff(replica string, from, to time.Duration) bool {
 		case e.Heal || e.At > from:
 			continue
 		case kind == "partition" && strings.Contains(e.What, wire.Process(replica)+" "):
-		case kind == "redis-kill" || kind == "redis-pause":
+		case kind == "redis-kill" || kind == "redis-kill-vanish" || kind == "redis-pause":
 		default:
 			continue
 		}

@@ -47,7 +47,7 @@ func Profile(name string) []Scenario {
 		Duration: d, Traffic: traffic,
 		Options: wire.Options{Namespace: "rp", TTL: 300 * time.Millisecond, StaleIfError: time.Second,
 			WaitTimeout: 200 * time.Millisecond, BusyError: true, LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond},
-		Nemeses: []string{"redis-kill", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond,
+		Nemeses: []string{"redis-kill", "redis-kill-vanish", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond,
 		// Every run meets a Redis that refuses its connections, the fault
 		// whose raw errors (EOF, refused) reach the callers of a path
 		// that forgets to wrap them: its two faults drew none one run in
@@ -113,9 +113,11 @@ func Profile(name string) []Scenario {
 			BreakerCooldown: 300 * time.Millisecond, L1Size: 100, L1TTL: 8 * time.Second},
 		Nemeses: []string{"replica-idle", "replica-sparse"}, FaultFor: time.Second, Calm: time.Second}
 	// Abandoned keys where values stand in for a failing origin,
-	// announcement rounds where L1 outlives the cross-replica window, and
-	// fence rounds where values are slow to encode.
+	// announcement rounds where L1 outlives the cross-replica window,
+	// fence rounds where values are slow to encode, and revalidation
+	// rounds on the route.
 	busy.Traffic.Abandon, persist.Traffic.Abandon, local.Traffic.Abandon = true, true, true
+	busy.Traffic.Revalidate = true
 	idle.Traffic.Announce = true
 	local.Traffic.StandIn = true
 	slow.Traffic.Fence = true

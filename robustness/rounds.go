@@ -35,6 +35,9 @@ const (
 	standInTag          = "ts"
 	// fencedKey is the key of the fence rounds, computed with fencedTag.
 	fencedKey, fencedTag = "kf", "tf"
+	// revalidatedKey is the route key of the revalidation rounds (an
+	// anonymous request of route hr), tagged with revalidatedTag.
+	revalidatedKey, revalidatedTag = "hr|", "route-hr"
 )
 
 const (
@@ -83,7 +86,7 @@ func allGroups() []string {
 }
 
 // rounds runs the scenario's window rounds (Traffic.Abandon,
-// Traffic.Announce, Traffic.StandIn, Traffic.Fence), one at a time with a pause between two, until end.
+// Traffic.Announce, Traffic.StandIn, Traffic.Fence, Traffic.Revalidate), one at a time with a pause between two, until end.
 func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	var kinds []func(*rand.Rand) time.Duration
 	if r.sc.Traffic.Abandon && r.sc.Options.StaleIfError > 0 {
@@ -94,6 +97,9 @@ func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	}
 	if r.sc.Traffic.StandIn && r.sc.Options.StaleIfError > 0 {
 		kinds = append(kinds, r.standInRound)
+	}
+	if r.sc.Traffic.Revalidate && r.sc.Options.StaleIfError > 0 {
+		kinds = append(kinds, r.revalidateRound)
 	}
 	if r.sc.Traffic.Fence && r.sc.Options.SlowCodec && r.sc.Mode != "local" && r.sc.Replicas > 1 {
 		kinds = append(kinds, r.fenceRound)
@@ -274,6 +280,47 @@ func (r *run) fenceRound(rng *rand.Rand) time.Duration {
 	return 0
 }
 
+// revalidateRound (rng nil: how long it takes, at most) stores a route
+// response tagged with the surrogate key revalidatedTag on one replica,
+// requests it again once past its freshness and its stale window (the
+// middleware keeps it for StaleIfError and revalidates it: the handler
+// answers its If-None-Match with a 304, which freshens the stored
+// response), purges revalidatedTag, and requests it once more. The 304
+// keeps every stored header field, the surrogate keys among them (RFC
+// 9111 §4.3.4): the purge must reach the freshened response, and the last
+// request run the handler, not answer the response from before the purge
+// (an invalidation violation: the http-304-drops-surrogate-keys plant).
+// The random traffic revalidates a route response seldom and purges it
+// within its freshness seldomer. The round holds the Clear gate (which
+// a purge does not need) as every round does.
+func (r *run) revalidateRound(rng *rand.Rand) time.Duration {
+	pastStale := r.sc.Options.TTL + r.sc.Options.Stale + roundMargin
+	if rng == nil {
+		// One call's deadline: the four answer within milliseconds on a
+		// healthy Redis, and a bound of every deadline would leave the
+		// scenario's runs without a round once an abandoned-key round ran.
+		return pastStale + r.sc.Traffic.Deadline
+	}
+	rep := r.roundReplica(rng)
+	if rep == nil {
+		return 0
+	}
+	defer r.clears.Unlock()
+	tags := []string{revalidatedTag}
+	get := func(c wire.Compute) bool {
+		return r.roundCall(rep, wire.Request{Op: wire.OpHTTPGet, Key: revalidatedKey, Tags: tags, Compute: c}).Ok()
+	}
+	if !r.roundCall(rep, wire.Request{Op: wire.OpHTTPPurge, Tags: tags}).Ok() || !get(wire.Compute{}) {
+		return 0
+	}
+	time.Sleep(pastStale) // the response's freshness and stale window run out: what is judged is its revalidation
+	if !get(wire.Compute{Unchanged: true}) || !r.roundCall(rep, wire.Request{Op: wire.OpHTTPPurge, Tags: tags}).Ok() {
+		return 0
+	}
+	get(wire.Compute{})
+	return 0
+}
+
 // roundCall sends req, numbered and with the traffic's deadline, to rep
 // once rep may take it (replica-idle, replica-sparse).
 func (r *run) roundCall(rep *Replica, req wire.Request) *Op {
@@ -298,7 +345,7 @@ func (r *run) roundReplica(rng *rand.Rand) *Replica {
 // replicas it reaches (rather than slow them within the budget).
 func failsRedis(kind string) bool {
 	switch kind {
-	case "redis-kill", "redis-pause", "partition":
+	case "redis-kill", "redis-kill-vanish", "redis-pause", "partition":
 		return true
 	}
 	return false

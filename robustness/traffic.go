@@ -65,6 +65,12 @@ type Traffic struct {
 	// on another replica that returns while the value is being stored,
 	// after the compute's own check. Only with a slow codec.
 	Fence bool
+	// Revalidate runs revalidation rounds next to the traffic (rounds.go):
+	// a route response stored with a surrogate key, revalidated by a 304
+	// once past its freshness, then purged by that key and requested
+	// again. Only with StaleIfError (it keeps the expired response to
+	// revalidate).
+	Revalidate bool
 	// Weights of each operation; a zero weight leaves it out.
 	Weights map[string]int
 }
