@@ -142,7 +142,7 @@ var Bugs = []Bug{
 		File:      "cache/internal/redisstore/marks.go",
 		Old:       "cmds, err := redisstep.RunPatient(ctx, s.budget,",
 		New:       "cmds, err := redisstep.Run(ctx, s.budget,",
-		Scenarios: []string{"redis-slow-fill", "redis-idle"},
+		Scenarios: []string{"redis-slow-fill"}, // its latency-unsubscribed nemesis: fences reading the marks through a link that slowed
 	},
 	{
 		Name:      "batch-no-wait",
@@ -190,7 +190,7 @@ var Bugs = []Bug{
 		File:      "cache/l1.go",
 		Old:       "version >= old.Floor && floor.Load() <= old.Tick && version >= c.cleared.Load()",
 		New:       "version >= c.cleared.Load()",
-		Scenarios: []string{"redis-l1-faults", "redis-idle", "redis-slow-fill"},
+		Scenarios: []string{"redis-idle"}, // the announcement rounds: L1 that outlives the cross-replica window
 	},
 	{
 		Name:      "shared-channel-one-handler",
@@ -206,7 +206,7 @@ var Bugs = []Bug{
 		File:      "cache/internal/redisstep/budget.go",
 		Old:       "func NoReply(err error) bool { return err != nil && !isReply(err) }",
 		New:       "func NoReply(err error) bool { return BrokenConn(err) }",
-		Scenarios: []string{"redis-persist-busyerror", "redis-overload"},
+		Scenarios: []string{"redis-overload"}, // a step past its budget on the recommended client options
 	},
 	{
 		Name:  "http-304-drops-surrogate-keys",
