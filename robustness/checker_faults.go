@@ -124,3 +124,38 @@ func (c *checker) overloaded(from, to time.Duration) bool {
 	}
 	return false
 }
+
+// marksUnreadable reports whether replica may have been unable to read the
+// invalidation marks at some moment of [from, to]: a fault that keeps it
+// from Redis (Redis killed, paused or failed over, a Cluster master
+// killed, or replica itself partitioned) lay between its injection and
+// its heal plus the breaker's cooldown and two Redis budgets (the probe
+// that closes the breaker, a read in flight). An answer whose fence cannot
+// read the marks goes through unchecked, as degraded mode's do
+// (docs/how-it-works.md, docs/invalidation.md): a replica that cannot
+// reach Redis cannot learn of an invalidation.
+func (c *checker) marksUnreadable(replica string, from, to time.Duration) bool {
+	after := max(c.sc.Options.BreakerCooldown, 300*time.Millisecond) + 2*max(c.sc.Options.RedisTimeout, 250*time.Millisecond)
+	for i, e := range c.h.Events {
+		kind, _, _ := strings.Cut(e.What, ":")
+		switch {
+		case e.Heal || e.At > to:
+			continue
+		case kind == "partition" && strings.Contains(e.What, wire.Process(replica)+" "):
+		case kind == "redis-kill" || kind == "redis-kill-vanish" || kind == "redis-pause" || kind == "failover" || kind == "cluster-master":
+		default:
+			continue
+		}
+		healed := c.h.End
+		for _, h := range c.h.Events[i+1:] {
+			if h.Heal {
+				healed = h.At
+				break
+			}
+		}
+		if from <= healed+after {
+			return true
+		}
+	}
+	return false
+}

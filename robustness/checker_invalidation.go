@@ -17,8 +17,10 @@ import (
 // call that began later is answered a value carrying one of its tags (any,
 // for Clear) that read the origin before it began: not from Redis, L1, a
 // batch, a waiter, a stale or fail-safe answer, nor a compute in flight.
-// Exempt: degraded values on the replica that computed them, and, after
-// ExpireTags, a stale value standing in for a failing compute. A purge by
+// Exempt: degraded values on the replica that computed them; after
+// ExpireTags, a stale value standing in for a failing compute; and a load
+// or batch answered through the invalidation by a replica that could not
+// read the marks then (its fence let the answer through unchecked). A purge by
 // surrogate key (http-purge, the middleware's InvalidateTags) holds the
 // same fence over the route responses tagged with one of its keys.
 func (c *checker) invalidations() {
@@ -60,6 +62,12 @@ func (c *checker) invalidations() {
 			}
 			if c.degraded(a) || a.v.Src == "fallback" || c.lost(inv.Invoke, a.op.Return) {
 				continue // a lost mark is lost to whoever had not read it (docs/how-it-works.md)
+			}
+			if (c.loadThrough(a, inv) || c.batchThrough(a, inv)) && c.marksUnreadable(a.op.Replica, inv.Return, a.op.Return) {
+				// Its fence, at the answer, could not read the marks: it
+				// answered unchecked, as documented (a call that began
+				// after the invalidation found its entry unvouched).
+				continue
 			}
 			if inv.Req.Op == wire.OpExpireTags && c.failedAfter(a, inv.Invoke) {
 				continue // an expired value may stand in for a failing compute

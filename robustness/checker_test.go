@@ -192,6 +192,26 @@ func TestCheckerInvalidation(t *testing.T) {
 			o.Resp = wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
 		}, ""},
+		{"a batch answered through an invalidation by a replica that could not read the marks", func(b *hb) {
+			b.h.Events = append(b.h.Events, Event{At: at(150), What: "partition: r0 partitioned from redis"}, Event{At: at(400), What: "partition: healed", Heal: true})
+			b.compute("c1", "k0", "r1", 1, 3, "ok")
+			b.op("r0", wire.OpGetOrComputeMany, "", 5, 300, wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}, keys("k0", "k1"))
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+		}, ""},
+		{"a batch answered through an invalidation while another replica was partitioned", func(b *hb) {
+			b.h.Events = append(b.h.Events, Event{At: at(150), What: "partition: r2 partitioned from redis"}, Event{At: at(400), What: "partition: healed", Heal: true})
+			b.compute("c1", "k0", "r1", 1, 3, "ok")
+			b.op("r0", wire.OpGetOrComputeMany, "", 5, 300, wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}, keys("k0", "k1"))
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+		}, "invalidation"},
+		{"a hit after an invalidation by a replica that could not read the marks", func(b *hb) {
+			b.h.Events = append(b.h.Events, Event{At: at(150), What: "partition: r0 partitioned from redis"}, Event{At: at(400), What: "partition: healed", Heal: true})
+			b.compute("c1", "k0", "r1", 1, 3, "ok")
+			r := val("c1", "g0")
+			r.Outcome = "hit"
+			b.op("r0", wire.OpGetOrCompute, "k0", 250, 260, r)
+			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+		}, "invalidation"},
 		{"degraded on the replica that computed it", func(b *hb) {
 			b.h.Events = append(b.h.Events, Event{At: at(0), What: "partition: r2 partitioned"}, Event{At: at(250), What: "partition: healed", Heal: true})
 			b.compute("c1", "k0", "r2", 10, 20, "ok")
