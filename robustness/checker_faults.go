@@ -79,13 +79,31 @@ func (c *checker) unreachable(replica string, from, to time.Duration) bool {
 // replica partitioned), so no claim or fill of a compute within it can
 // have reached Redis.
 func (c *checker) cutOff(replica string, from, to time.Duration) bool {
+	for _, sp := range c.cuts(replica, false) {
+		if sp.from <= from && to <= sp.to {
+			return true
+		}
+	}
+	return false
+}
+
+// span is a stretch of the run's clock.
+type span struct{ from, to time.Duration }
+
+// cuts are the faults that cut replica off from Redis, each from its
+// injection to its heal (no settle added): Redis killed or paused, or
+// replica partitioned; with failovers, a Sentinel failover or a Cluster
+// master killed too.
+func (c *checker) cuts(replica string, failovers bool) []span {
+	var out []span
 	for i, e := range c.h.Events {
 		kind, _, _ := strings.Cut(e.What, ":")
 		switch {
-		case e.Heal || e.At > from:
+		case e.Heal:
 			continue
 		case kind == "partition" && strings.Contains(e.What, wire.Process(replica)+" "):
 		case kind == "redis-kill" || kind == "redis-kill-vanish" || kind == "redis-pause":
+		case failovers && (kind == "failover" || kind == "cluster-master"):
 		default:
 			continue
 		}
@@ -96,11 +114,9 @@ func (c *checker) cutOff(replica string, from, to time.Duration) bool {
 				break
 			}
 		}
-		if to <= healed {
-			return true
-		}
+		out = append(out, span{e.At, healed})
 	}
-	return false
+	return out
 }
 
 // lost reports whether Redis may have lost data during [from, to].
@@ -136,24 +152,8 @@ func (c *checker) overloaded(from, to time.Duration) bool {
 // reach Redis cannot learn of an invalidation.
 func (c *checker) marksUnreadable(replica string, from, to time.Duration) bool {
 	after := max(c.sc.Options.BreakerCooldown, 300*time.Millisecond) + 2*max(c.sc.Options.RedisTimeout, 250*time.Millisecond)
-	for i, e := range c.h.Events {
-		kind, _, _ := strings.Cut(e.What, ":")
-		switch {
-		case e.Heal || e.At > to:
-			continue
-		case kind == "partition" && strings.Contains(e.What, wire.Process(replica)+" "):
-		case kind == "redis-kill" || kind == "redis-kill-vanish" || kind == "redis-pause" || kind == "failover" || kind == "cluster-master":
-		default:
-			continue
-		}
-		healed := c.h.End
-		for _, h := range c.h.Events[i+1:] {
-			if h.Heal {
-				healed = h.At
-				break
-			}
-		}
-		if from <= healed+after {
+	for _, sp := range c.cuts(replica, true) {
+		if sp.from <= to && from <= sp.to+after {
 			return true
 		}
 	}
