@@ -42,7 +42,7 @@ type Origin struct {
 	versions map[string]int64
 	computes map[string]*Compute
 	next     int
-	waits    map[string]chan struct{} // see Origin.nextEnd, by "end " and key
+	ends     map[string]chan struct{} // by key: see Origin.nextEnd
 }
 
 func newOrigin(clk clock, hist *History) (*Origin, error) {
@@ -106,33 +106,26 @@ func (o *Origin) end(w http.ResponseWriter, r *http.Request) {
 	}
 	c.Ended, c.How, c.Revalidated = now, q.Get("how"), q.Get("revalidated")
 	o.mu.Lock()
-	o.heard("end " + c.Key)
+	if ch := o.ends[c.Key]; ch != nil {
+		close(ch)
+		delete(o.ends, c.Key)
+	}
 	o.mu.Unlock()
 }
 
 // nextEnd returns a channel closed when the next compute of key ends, as
 // the origin hears it: a round that must act between a compute's end and
 // its value's fill waits on it.
-func (o *Origin) nextEnd(key string) <-chan struct{} { return o.await("end " + key) }
-
-func (o *Origin) await(event string) <-chan struct{} {
+func (o *Origin) nextEnd(key string) <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.waits == nil {
-		o.waits = map[string]chan struct{}{}
+	if o.ends == nil {
+		o.ends = map[string]chan struct{}{}
 	}
-	ch := o.waits[event]
+	ch := o.ends[key]
 	if ch == nil {
 		ch = make(chan struct{})
-		o.waits[event] = ch
+		o.ends[key] = ch
 	}
 	return ch
-}
-
-// heard closes the channel of event that a round waits on; o.mu is held.
-func (o *Origin) heard(event string) {
-	if ch := o.waits[event]; ch != nil {
-		close(ch)
-		delete(o.waits, event)
-	}
 }
