@@ -55,6 +55,25 @@ func val(id string, tags ...string) wire.Response {
 	return wire.Response{Value: &wire.Value{Src: "compute", ID: id, Tags: tags}}
 }
 
+// partitioned records replica partitioned from Redis from one time to
+// another.
+func partitioned(b *hb, replica string, from, to int) {
+	b.h.Events = append(b.h.Events, Event{At: at(from), What: "partition: " + replica + " partitioned from redis"},
+		Event{At: at(to), What: "partition: healed", Heal: true})
+}
+
+// batchThroughPartition is a batch on r0 that answers k0's value, computed
+// before an InvalidateTags of its tag on r1, after that call returned,
+// while replica was partitioned from Redis.
+func batchThroughPartition(replica string) func(*hb) {
+	return func(b *hb) {
+		partitioned(b, replica, 150, 400)
+		b.compute("c1", "k0", "r1", 1, 3, "ok")
+		b.op("r0", wire.OpGetOrComputeMany, "", 5, 300, wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}, keys("k0", "k1"))
+		b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
+	}
+}
+
 // runsAroundPost is two runs of h0| at once on two replicas, with a POST
 // of key (a route and a principal) between their calls.
 func runsAroundPost(key string) func(*hb) {
@@ -192,20 +211,10 @@ func TestCheckerInvalidation(t *testing.T) {
 			o.Resp = wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}
 			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
 		}, ""},
-		{"a batch answered through an invalidation by a replica that could not read the marks", func(b *hb) {
-			b.h.Events = append(b.h.Events, Event{At: at(150), What: "partition: r0 partitioned from redis"}, Event{At: at(400), What: "partition: healed", Heal: true})
-			b.compute("c1", "k0", "r1", 1, 3, "ok")
-			b.op("r0", wire.OpGetOrComputeMany, "", 5, 300, wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}, keys("k0", "k1"))
-			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
-		}, ""},
-		{"a batch answered through an invalidation while another replica was partitioned", func(b *hb) {
-			b.h.Events = append(b.h.Events, Event{At: at(150), What: "partition: r2 partitioned from redis"}, Event{At: at(400), What: "partition: healed", Heal: true})
-			b.compute("c1", "k0", "r1", 1, 3, "ok")
-			b.op("r0", wire.OpGetOrComputeMany, "", 5, 300, wire.Response{Values: map[string]wire.Value{"k0": {Key: "k0", Src: "compute", ID: "c1", Tags: []string{"g0"}}}}, keys("k0", "k1"))
-			b.op("r1", wire.OpInvalidateTags, "", 100, 200, wire.Response{}, tags("g0"))
-		}, "invalidation"},
+		{"a batch answered through an invalidation by a replica that could not read the marks", batchThroughPartition("r0"), ""},
+		{"a batch answered through an invalidation while another replica was partitioned", batchThroughPartition("r2"), "invalidation"},
 		{"a hit after an invalidation by a replica that could not read the marks", func(b *hb) {
-			b.h.Events = append(b.h.Events, Event{At: at(150), What: "partition: r0 partitioned from redis"}, Event{At: at(400), What: "partition: healed", Heal: true})
+			partitioned(b, "r0", 150, 400)
 			b.compute("c1", "k0", "r1", 1, 3, "ok")
 			r := val("c1", "g0")
 			r.Outcome = "hit"
