@@ -79,6 +79,44 @@ type FleetRun struct {
 	FetchPerSec float64       `json:"fetches_per_sec"`
 	Errors      int64         `json:"errors"`
 	Nodes       []FleetSample `json:"nodes"` // one per master; one for a single Redis
+	// OriginCalls and KeysComputed are over the whole load (its first
+	// second too), every replica together: how many times a Fetch's
+	// compute ran, and on how many distinct keys (a key is one per cache
+	// index, shared by every replica). Keys never expire within a run
+	// (TTL 1 minute) and are never deleted, so each key's value is missing
+	// once: OriginCalls/KeysComputed is 1.00 when one compute served the
+	// whole fleet for each.
+	OriginCalls  int64 `json:"origin_calls,omitempty"`
+	KeysComputed int64 `json:"keys_computed,omitempty"`
+}
+
+// fleetOrigin counts a fleet's computes per key (cache index and key).
+type fleetOrigin struct {
+	mu    sync.Mutex
+	calls map[string]int64
+}
+
+// fetch is the compute of cache index n's key: it counts and answers.
+func (o *fleetOrigin) fetch(n int, key string) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		o.mu.Lock()
+		if o.calls == nil {
+			o.calls = map[string]int64{}
+		}
+		o.calls[strconv.Itoa(n)+"/"+key]++
+		o.mu.Unlock()
+		return fleetValue, nil
+	}
+}
+
+// totals are the computes and the distinct keys they were for.
+func (o *fleetOrigin) totals() (calls, keys int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range o.calls {
+		calls += c
+	}
+	return calls, int64(len(o.calls))
 }
 
 // total sums the nodes of a run.
@@ -351,10 +389,11 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var done, fetches, errs atomic.Int64
+	var origin fleetOrigin
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		fleetLoad(loadCtx, fc, f, &done, &fetches, &errs, reqs)
+		fleetLoad(loadCtx, fc, f, &origin, &done, &fetches, &errs, reqs)
 	}()
 	defer func() { stop(); <-finished }()
 	if err := sleepCtx(ctx, time.Second); err != nil { // heartbeats started, L1s filled
@@ -375,6 +414,9 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 	d1, f1, e1 := done.Load(), fetches.Load(), errs.Load()
 	took := after[0].at.Sub(before[0].at).Seconds()
 	load = FleetRun{ReqPerSec: float64(d1-d0) / took, FetchPerSec: float64(f1-f0) / took, Errors: e1 - e0, Nodes: rankNodes(nodeDeltas(before, after))}
+	stop()
+	<-finished
+	load.OriginCalls, load.KeysComputed = origin.totals()
 	return idle, load, nil
 }
 
@@ -384,7 +426,7 @@ func fleetRun(ctx context.Context, fc fleetConfig, t *fleetTarget, r, n int, req
 // most 64 in flight) until ctx ends. A request is scheduled at a fixed
 // time; a fleet that falls behind sends fewer, which the achieved rate
 // shows.
-func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, done, fetches, errs, reqs *atomic.Int64) {
+func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, origin *fleetOrigin, done, fetches, errs, reqs *atomic.Int64) {
 	const workers = 64
 	interval := time.Second / time.Duration(fc.rate)
 	start := time.Now()
@@ -396,21 +438,21 @@ func fleetLoad(ctx context.Context, fc fleetConfig, f *fleet, done, fetches, err
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
 			zipf := rand.NewZipf(rng, 1.1, 1, uint64(fc.keys-1))
-			fetch := func(context.Context) (string, error) { return fleetValue, nil }
 			for {
 				at := start.Add(time.Duration(next.Add(1)-1) * interval)
 				if sleepCtx(ctx, time.Until(at)) != nil {
 					return
 				}
 				c := f.caches[rng.IntN(len(f.caches))]
-				cc := c[rng.IntN(len(c))]
+				n := rng.IntN(len(c))
+				cc := c[n]
 				key := "k" + strconv.FormatUint(zipf.Uint64(), 10)
 				var err error
 				write := rng.Float64() < fc.writeShare
 				if write {
 					err = cc.Set(ctx, key, fleetValue)
 				} else {
-					_, err = cc.Fetch(ctx, key, fetch)
+					_, err = cc.Fetch(ctx, key, origin.fetch(n, key))
 				}
 				if ctx.Err() != nil {
 					return // the window is over: neither counted nor an error
@@ -690,7 +732,7 @@ func groupDigits(s string) string {
 // fleetColumns are the fleet table's columns after the shape.
 var fleetColumns = []string{"req/s", "Redis cmds/s", "cmds/s per replica", "cmds per request", "Redis CPU %",
 	"bytes sent/s", "bytes/s per replica", "bytes per request", "clients", "clients per replica",
-	"GETs per Fetch", "busiest commands (per request; idle: per second)"}
+	"GETs per Fetch", "origin calls per key computed", "busiest commands (per request; idle: per second)"}
 
 // cells are a result's figures, one per fleetColumns, over its runs.
 func (r FleetResult) cells() []string {
@@ -725,6 +767,17 @@ func (r FleetResult) cells() []string {
 			return run.total().ByCommand["get"] / run.FetchPerSec
 		})).fmt(2)
 	}
+	// Origin calls per key computed: 1.00 when one compute in the whole
+	// fleet served each key (runs before the count was kept leave it out).
+	origin := "—"
+	if r.Phase == "load" && slices.ContainsFunc(r.Runs, func(run FleetRun) bool { return run.KeysComputed > 0 }) {
+		origin = spreadOf(per(func(run FleetRun) float64 {
+			if run.KeysComputed <= 0 {
+				return 0
+			}
+			return float64(run.OriginCalls) / float64(run.KeysComputed)
+		})).fmt(2)
+	}
 	reqs := "—"
 	if r.Phase == "load" {
 		reqs = spreadOf(per(func(run FleetRun) float64 { return run.ReqPerSec })).fmt(0)
@@ -741,6 +794,7 @@ func (r FleetResult) cells() []string {
 		spreadOf(per(func(run FleetRun) float64 { return float64(run.total().Clients) })).fmt(0),
 		spreadOf(per(func(run FleetRun) float64 { return float64(run.total().Clients) / R })).fmt(2),
 		fromRedis,
+		origin,
 		r.mix(),
 	}
 }
