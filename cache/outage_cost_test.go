@@ -200,3 +200,48 @@ func TestStoppedRedisCostsAtMostTheCallInFlight(t *testing.T) {
 		})
 	}
 }
+
+// The call that finds the breaker's cooldown over starts its probe and
+// waits for the probe's verdict (so that the first call after an outage
+// healed uses Redis). While Redis still refuses connections, the probe's
+// PING learns so from its refused dial: that call pays for the dial, not
+// for a budget (issue 39, item 3; before, it waited the whole budget, go-redis
+// dialling and retrying the PING meanwhile).
+func TestRefusedRedisCostsNoBudgetAfterTheCooldown(t *testing.T) {
+	const budget = time.Second // far above what a refused dial may cost
+	const cooldown = 50 * time.Millisecond
+	for _, cfg := range goRedisOptionSets {
+		t.Run(cfg.name, func(t *testing.T) {
+			c := budgeted(t, cfg.opts(redistest.RefusingAddr(t)), cache.Options{RedisTimeout: budget, BreakerCooldown: cooldown})
+			origin := func(context.Context) (string, error) { return "v", nil }
+			for i := 0; !c.Stats().BreakerOpen; i++ {
+				if i == 10 {
+					t.Fatalf("breaker still closed after %d refused calls", i)
+				}
+				if _, err := c.Fetch(context.Background(), fmt.Sprint("k", i), origin); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for round := range 3 {
+				// The cooldown is a duration of the library's to let pass,
+				// not a wait for an event: each round's call is the first
+				// after it, and so starts the probe and waits for it.
+				time.Sleep(2 * cooldown)
+				for i, call := range []func() error{
+					func() error { _, err := c.Fetch(context.Background(), "f", origin); return err },
+					func() error { return c.Set(context.Background(), "s", "v") },
+				} {
+					start := time.Now()
+					err := call()
+					if took := time.Since(start); took > budget/4 {
+						t.Errorf("round %d, call %d after the cooldown took %s against a refused connection (budget %s): its probe's dial is refused at once", round, i, took, budget)
+					}
+					_ = err // degraded, or ErrUnavailable: both are right here
+					if i == 0 {
+						time.Sleep(2 * cooldown)
+					}
+				}
+			}
+		})
+	}
+}

@@ -92,7 +92,7 @@ var storeModes = [...]redisstore.Mode{readShared: redisstore.Shared, readOwn: re
 // probe is the breaker's half-open probe: one PING, within
 // max(probeTimeout, RedisTimeout), however long Redis stays silent meanwhile
 // (a Redis slower than the budget answers it, and the budget learns its
-// round trip).
+// round trip); a refused dial ends it at once.
 func (s *redisStore[V]) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(redisstore.ProbeTimeout, s.p.Budget().Timeout()))
 	defer cancel()

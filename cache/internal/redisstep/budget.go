@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stampede-go/stampede/internal/dialwatch"
 )
 
 // Budget bounds each Redis step of a call (one command, script or
@@ -414,21 +416,40 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 }
 
 // Wait runs step on a goroutine of its own and waits for it until ctx
-// ends, however silent Redis is meanwhile: for the breaker's probe, which
-// no caller waits for, so that a Redis slower than RedisTimeout can answer
-// it (and teach b its round trip) instead of being judged down forever.
+// ends, however silent Redis is meanwhile: for the breaker's probe, so
+// that a Redis slower than RedisTimeout can answer it (and teach b its
+// round trip) instead of being judged down forever. Silence is not
+// refusal: a failed dial of the client with no step's reply since the
+// wait began ends it at once with the dial's error, as it ends Run's
+// (dial.go), so that the call waiting for the probe's verdict after the
+// breaker's cooldown pays a refused dial, not go-redis' dials and retries.
 func Wait[T any](ctx context.Context, b Budget, step func(context.Context) (T, error)) (T, error) {
+	var e *dialwatch.Epoch
+	var dialEnded <-chan struct{} // nil without a budget: no dial watch
+	begun := time.Now()
+	if b.h != nil {
+		e = b.h.epoch.Load()
+		dialEnded = e.Done()
+	}
 	done := make(chan stepResult[T], 1)
 	b.steppers.run(func() {
 		v, err := attempt(ctx, b, step)
 		done <- stepResult[T]{v, err}
 	})
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, context.Cause(ctx)
+	for {
+		select {
+		case r := <-done:
+			return r.v, r.err
+		case <-dialEnded:
+			if cause := b.h.dialCause(e, begun); cause != nil {
+				var zero T
+				return zero, cause
+			}
+			dialEnded = nil // Redis answered meanwhile: another path's dial
+		case <-ctx.Done():
+			var zero T
+			return zero, context.Cause(ctx)
+		}
 	}
 }
 

@@ -186,7 +186,8 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // PingWait runs one PING for as long as ctx allows, however long Redis
-// stays silent meanwhile (redisstep.Wait): the breaker's probe.
+// stays silent meanwhile, and no longer than a refused dial once Redis
+// refuses connections (redisstep.Wait): the breaker's probe.
 func (s *Store) PingWait(ctx context.Context) error {
 	_, err := redisstep.Wait(ctx, s.budget, func(ctx context.Context) (string, error) {
 		return s.rdb.Ping(ctx).Result()
