@@ -32,7 +32,7 @@ var layer = map[string][]string{
 	"internal/childproc":   nil,
 	"internal/leakcheck":   nil,
 	"internal/syncbuf":     nil,
-	"internal/faultproxy":  nil,
+	"internal/faultproxy":  {"internal/childproc"},
 	"internal/redisserver": {"internal/childproc"},
 	"internal/pgserver":    {"internal/childproc"},
 	"internal/redistest":   {"internal/redisserver", "internal/leakcheck"},

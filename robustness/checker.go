@@ -121,6 +121,7 @@ func CheckCoverage(sc Scenario, h *History) ([]Violation, Coverage) {
 	}
 	c.noDegradedUnderOverload()
 	c.noDegradedWhileReachable()
+	c.refusedOutageCost()
 	c.selected()
 	c.out = append(c.out, checkRegisters(sc, h)...)
 	c.cov.Judged = c.judgedShare()

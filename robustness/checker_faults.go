@@ -107,16 +107,20 @@ func (c *checker) cuts(replica string, failovers bool) []span {
 		default:
 			continue
 		}
-		healed := c.h.End
-		for _, h := range c.h.Events[i+1:] {
-			if h.Heal {
-				healed = h.At
-				break
-			}
-		}
-		out = append(out, span{e.At, healed})
+		out = append(out, span{e.At, c.healOf(i)})
 	}
 	return out
+}
+
+// healOf is when the fault injected by event i healed (the run's end when
+// it never did).
+func (c *checker) healOf(i int) time.Duration {
+	for _, h := range c.h.Events[i+1:] {
+		if h.Heal {
+			return h.At
+		}
+	}
+	return c.h.End
 }
 
 // lost reports whether Redis may have lost data during [from, to].

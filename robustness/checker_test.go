@@ -655,6 +655,44 @@ func TestCheckerNoDegradedWhileReachable(t *testing.T) {
 	}
 }
 
+func TestCheckerRefusedOutageCost(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		op         string
+		inv, ret   int
+		kind       string
+		paused     bool
+		violations string
+	}{
+		{"a Get that waited out a budget", wire.OpGet, 500, 760, "redis-kill", false, "refused outage costs no budget"},
+		{"a Set that waited out a budget", wire.OpSet, 500, 760, "redis-kill", false, "refused outage costs no budget"},
+		{"a Get answered at once", wire.OpGet, 500, 530, "redis-kill", false, ""},
+		{"a Get begun within the grace", wire.OpGet, 200, 460, "redis-kill", false, ""},
+		{"a Get that waited out a budget past the heal", wire.OpGet, 700, 960, "redis-kill", false, "refused outage costs no budget"},
+		{"a Get that waited out a budget into the heal", wire.OpGet, 800, 1_060, "redis-kill", false, "refused outage costs no budget"},
+		{"a Get invoked too close to the heal", wire.OpGet, 900, 1_160, "redis-kill", false, ""},
+		{"a Fetch (its compute counts)", wire.OpFetch, 500, 760, "redis-kill", false, ""},
+		{"a Get on a paused replica", wire.OpGet, 500, 760, "redis-kill", true, ""},
+		{"a Get while Redis is paused (silent, not refusing)", wire.OpGet, 500, 760, "redis-pause", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.h.Events = append(b.h.Events, Event{At: at(0), What: tc.kind + ": redis down"}, Event{At: at(1_000), What: tc.kind + ": healed", Heal: true})
+			resp := wire.Response{Err: wire.ErrUnavailable}
+			if tc.op == wire.OpFetch {
+				b.compute("c1", "k0", "r0", tc.inv+5, tc.ret-5, "ok")
+				resp = val("c1")
+				resp.Outcome = "degraded"
+			}
+			o := b.op("r0", tc.op, "k0", tc.inv, tc.ret, resp)
+			o.Paused = tc.paused
+			if got := properties(Check(testScenario, b.h)); got != tc.violations {
+				t.Errorf("violations %q, want %q", got, tc.violations)
+			}
+		})
+	}
+}
+
 // A call that finds a value of its key stored and fresh answers it: a
 // compute that begins while one is (seen in the store before the call,
 // within its TTL of its write) is a violation, unless a write of the key,

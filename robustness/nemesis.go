@@ -62,14 +62,36 @@ var nemeses = map[string]func() Nemesis{
 }
 
 // redisKill kills Redis (SIGKILL) and restarts it on the same port: without
-// persistence, everything it held is lost.
+// persistence, everything it held is lost. Meanwhile the replicas' dials
+// are refused (each replica's proxy stops listening), as a dead server's
+// port on a live host refuses them: an outage known at once, which must
+// cost a call no budget (refusedOutageCost).
 type redisKill struct{}
 
 func (*redisKill) Name() string { return "redis-kill" }
 func (*redisKill) Inject(e *env, _ *rand.Rand) (string, error) {
-	return "redis killed", e.server.Stop()
+	if err := e.refusing(true); err != nil {
+		return "", err
+	}
+	return "redis killed, its port refusing", e.server.Stop()
 }
-func (*redisKill) Heal(e *env) error { return e.server.Restart() }
+func (*redisKill) Heal(e *env) error {
+	if err := e.server.Restart(); err != nil {
+		return err
+	}
+	return e.refusing(false)
+}
+
+// refusing makes every replica's proxy refuse new connections, or accept
+// them again.
+func (e *env) refusing(on bool) error {
+	for _, p := range e.proxies {
+		if err := p.SetRefusing(on); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // redisKillVanish kills Redis as its host restarts: every replica's
 // connections to it die without a word (the proxy's Vanish: no FIN, the

@@ -359,15 +359,38 @@ func failsRedis(kind string) bool {
 // out (a documented ErrRedisTimeout), then refuses the next ones (EOF
 // through the replica's proxy: raw, unless wrapped); the random traffic's
 // Gets meet that moment one run in two.
-func (r *run) probeGets(calls *sync.WaitGroup) {
+//
+// When Redis refuses connections (kind redis-kill), each replica that found
+// its breaker open then goes on sending Gets close together until Redis
+// answers one (the heal) or refusedGets were sent, so that one of them is
+// likely the call that finds a cooldown over and waits for the probe's
+// verdict: the probe's refused dial must answer it at once
+// (refusedOutageCost; the probe-waits-past-refusal plant waits out a
+// budget there).
+func (r *run) probeGets(calls *sync.WaitGroup, kind string) {
+	get := func(rep *Replica) *Op {
+		return r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: probeKey, Deadline: r.sc.Traffic.Deadline}, false)
+	}
 	for _, rep := range r.env.replicas {
 		if rep.idle() {
 			continue
 		}
 		calls.Go(func() {
 			for range probesPerFault {
-				op := r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: probeKey, Deadline: r.sc.Traffic.Deadline}, false)
-				if op.Unknown || op.Resp.Err == "" || op.Resp.Err == wire.ErrUnavailable && strings.Contains(op.Resp.ErrText, "breaker open") {
+				op := get(rep)
+				if op.Unknown || op.Resp.Err == "" {
+					return
+				}
+				if op.Resp.Err == wire.ErrUnavailable && strings.Contains(op.Resp.ErrText, "breaker open") {
+					for range refusedGets {
+						if kind != "redis-kill" {
+							break
+						}
+						if op := get(rep); op.Unknown || op.Resp.Err == "" {
+							break
+						}
+						time.Sleep(probeGap / 2) // pacing
+					}
 					return
 				}
 				time.Sleep(probeGap) // pacing the probes of a fault's first moments, not a wait for an event
@@ -381,4 +404,7 @@ const (
 	probesPerFault = 6
 	// probeGap is the pause between two of them.
 	probeGap = 20 * time.Millisecond
+	// refusedGets bounds the Gets sent, probeGap/2 apart, once the breaker
+	// is open while Redis refuses connections.
+	refusedGets = 150
 )

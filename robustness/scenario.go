@@ -41,8 +41,9 @@ type Scenario struct {
 	Nemeses        []string
 	FaultFor, Calm time.Duration
 	// Opening, when set, is the first fault of every run (the draw it
-	// replaces is still made, so that the rest replays as before): a fault
-	// the scenario must meet every run, not one run in two.
+	// replaces is still made, so that the rest replays as before), and it
+	// lasts 1.5 FaultFor, the longest a fault lasts: a fault the scenario
+	// must meet every run, not one run in two.
 	Opening string
 }
 
@@ -267,9 +268,17 @@ func (r *run) nemesis(rng *rand.Rand, end time.Time, calls *sync.WaitGroup) erro
 			return fmt.Errorf("%s: %w", n.Name(), err)
 		}
 		if failsRedis(n.Name()) && time.Now().Before(end) { // the clients still run: calls is not done
-			r.probeGets(calls)
+			r.probeGets(calls, n.Name())
 		}
-		time.Sleep(r.sc.FaultFor/2 + time.Duration(rng.Int64N(int64(r.sc.FaultFor)))) // how long the fault lasts
+		lasts := r.sc.FaultFor/2 + time.Duration(rng.Int64N(int64(r.sc.FaultFor)))
+		if first && r.sc.Opening != "" {
+			// The opening fault lasts the longest of the range (the draw
+			// is still made): long enough for the breaker to open, its
+			// cooldown to end and the probe's call to be judged within
+			// it (refusedOutageCost).
+			lasts = r.sc.FaultFor * 3 / 2
+		}
+		time.Sleep(lasts) // how long the fault lasts
 		if err := n.Heal(&r.env); err != nil {
 			return fmt.Errorf("%s heal: %w", n.Name(), err)
 		}

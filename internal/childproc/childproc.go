@@ -119,16 +119,29 @@ func (p *Proc) Logs() string { return strings.TrimSpace(p.logs.String()) }
 // meanwhile, as a port the kernel drew for a listener can be on a busy
 // machine.
 func FreePort() (int, error) {
+	l, err := ListenLow()
+	if err != nil {
+		return 0, fmt.Errorf("childproc: free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return port, nil
+}
+
+// ListenLow listens on a free TCP port of 127.0.0.1 drawn below the
+// kernel's ephemeral range (see FreePort): for a listener that closes and
+// listens again on its address (a server that refuses connections for a
+// while), which no client's socket can take meanwhile.
+func ListenLow() (net.Listener, error) {
 	var err error
 	for range 100 {
 		port := lowPortFrom + rand.IntN(lowPortTo-lowPortFrom)
 		var l net.Listener
 		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-			_ = l.Close()
-			return port, nil
+			return l, nil
 		}
 	}
-	return 0, fmt.Errorf("childproc: free port: %w", err)
+	return nil, err
 }
 
 // FreePort draws from [lowPortFrom, lowPortTo).

@@ -3,7 +3,8 @@
 // resets, a full partition (traffic black-holed), Redis pub/sub connections
 // fallen silent while the others work, traffic held back and released in
 // order, connections that vanish without a word (a restarted
-// host) and slow closes.
+// host), new connections refused (a dead server on a live host) and slow
+// closes.
 package faultproxy
 
 import (
@@ -14,12 +15,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stampede-go/stampede/internal/childproc"
 )
 
 // Proxy forwards connections from Addr to a target. It is safe for
 // concurrent use.
 type Proxy struct {
-	ln     net.Listener
+	addr   string // where clients connect, kept while refusing
 	target string
 
 	latency   atomic.Int64 // nanoseconds added before each forwarded chunk
@@ -29,6 +32,7 @@ type Proxy struct {
 	inFlight  atomic.Int64 // chunks read and not yet forwarded or dropped
 
 	mu     sync.Mutex
+	ln     net.Listener  // nil while refusing (see [Proxy.SetRefusing])
 	hold   chan struct{} // while non-nil, chunks wait for it to be closed
 	holdUp chan struct{} // the same, for chunks from the client only
 	done   chan struct{} // closed by Close: held chunks stop waiting
@@ -38,20 +42,54 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// New starts a proxy on a free loopback port in front of target.
+// New starts a proxy on a free loopback port in front of target. The port
+// is drawn below the kernel's ephemeral range (childproc.ListenLow), so
+// that no client's socket can take it while the proxy refuses connections.
 func New(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := childproc.ListenLow()
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}, done: make(chan struct{})}
+	p := &Proxy{addr: ln.Addr().String(), ln: ln, target: target, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}, done: make(chan struct{})}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln)
 	return p, nil
 }
 
 // Addr is where clients connect.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
+
+// SetRefusing makes the proxy refuse new connections while on: its
+// listener is closed, so a client's dial is refused at once ("connection
+// refused"), as by a host whose server process died. Connections already
+// open are left as they are (kill them with Reset or Vanish). Off, the
+// proxy listens again on the same address.
+func (p *Proxy) SetRefusing(on bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return net.ErrClosed
+	}
+	if on {
+		if p.ln != nil {
+			err := p.ln.Close()
+			p.ln = nil
+			return err
+		}
+		return nil
+	}
+	if p.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return err
+	}
+	p.ln = ln
+	p.wg.Add(1)
+	go p.accept(ln)
+	return nil
+}
 
 // SetLatency adds d before each chunk forwarded in either direction.
 func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
@@ -161,13 +199,17 @@ func (p *Proxy) Vanish() {
 
 // Close stops the proxy and every connection.
 func (p *Proxy) Close() error {
+	var err error
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true
 		close(p.done)
+		if p.ln != nil {
+			err = p.ln.Close()
+			p.ln = nil
+		}
 	}
 	p.mu.Unlock()
-	err := p.ln.Close()
 	p.Reset()
 	p.wg.Wait()
 	return err
@@ -189,10 +231,10 @@ func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Unlock()
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		client, err := p.ln.Accept()
+		client, err := ln.Accept()
 		if err != nil {
 			return
 		}

@@ -317,3 +317,42 @@ func TestPubSubSilentSilencesSubscribersOnly(t *testing.T) {
 		t.Fatalf("a connection after the silence: %q %v", got, err)
 	}
 }
+
+func TestRefusingRefusesNewConnectionsOnly(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	open, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if _, err := roundTrip(open, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", p.Addr()); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial while refusing: %v, want connection refused", err)
+	}
+	if _, err := roundTrip(open, 2*time.Second); err != nil {
+		t.Errorf("a connection opened before the refusal: %v, want it left working", err)
+	}
+	if err := p.SetRefusing(false); err != nil {
+		t.Fatal(err)
+	}
+	again, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("dial once no longer refusing, on the same address: %v", err)
+	}
+	defer again.Close()
+	if _, err := roundTrip(again, 2*time.Second); err != nil {
+		t.Errorf("a connection opened after the refusal: %v", err)
+	}
+}

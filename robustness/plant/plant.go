@@ -209,6 +209,23 @@ var Bugs = []Bug{
 		Scenarios: []string{"redis-overload"}, // a step past its budget on the recommended client options
 	},
 	{
+		Name:  "refused-dial-waits-budget",
+		Class: "a refused dial does not end the step that waits for it: while Redis refuses connections, each call waits out its budget",
+		File:  "cache/internal/redisstep/dial.go",
+		Old:   "if !e.Ended() || h.repliedSince(start) {",
+		New:   "if true {",
+		// redis-kill refuses connections (refusedOutageCost).
+		Scenarios: []string{"redis-persist-busyerror"},
+	},
+	{
+		Name:      "probe-waits-past-refusal",
+		Class:     "the breaker's probe does not end at a refused dial: the call that finds the cooldown over waits out a budget for its verdict while Redis refuses connections",
+		File:      "cache/internal/redisstep/budget.go",
+		Old:       "\t\te = b.h.epoch.Load()\n\t\tdialEnded = e.Done()\n",
+		New:       "\t\te = b.h.epoch.Load()\n",
+		Scenarios: []string{"redis-persist-busyerror"},
+	},
+	{
 		Name:  "http-304-drops-surrogate-keys",
 		Class: "a stored response revalidated by a 304 loses its surrogate keys: a purge by one of them no longer reaches it",
 		File:  "middleware/storage.go",
