@@ -64,14 +64,26 @@ func (c *checker) paused(replica string, from, to time.Duration) bool {
 
 // unreachable reports whether a fault that keeps replica from Redis (not
 // one that only slows it) overlaps [from, to].
+//
+// A vanish (connections dead, Redis up) keeps from Redis only the calls in
+// flight as it struck: those invoked before it plus vanishMargin.
 func (c *checker) unreachable(replica string, from, to time.Duration) bool {
 	for _, f := range c.faults {
-		if f.from <= to && from <= f.to && (f.replica == "" || f.replica == wire.Process(replica)) && !strings.HasPrefix(f.what, "latency") {
-			return true
+		if f.from > to || from > f.to || f.replica != "" && f.replica != wire.Process(replica) || strings.HasPrefix(f.what, "latency") {
+			continue
 		}
+		if strings.HasPrefix(f.what, "vanish") && from > f.from+vanishMargin {
+			continue
+		}
+		return true
 	}
 	return false
 }
+
+// vanishMargin is how long after a vanish's injection a call may still
+// have been sent on a connection that died under it: the proxies vanish
+// one after another, and the event is recorded before the first.
+const vanishMargin = 20 * time.Millisecond
 
 // cutOff reports whether replica could not reach Redis for all of [from,
 // to]: it lies between the injection and the heal (no settle added) of one

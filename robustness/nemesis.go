@@ -46,6 +46,7 @@ func admin(addr string, args ...any) error {
 var nemeses = map[string]func() Nemesis{
 	"redis-kill":           func() Nemesis { return &redisKill{} },
 	"redis-kill-vanish":    func() Nemesis { return &redisKillVanish{} },
+	"vanish":               func() Nemesis { return &vanish{} },
 	"redis-pause":          func() Nemesis { return &redisPause{} },
 	"partition":            func() Nemesis { return &partition{} },
 	"reset":                func() Nemesis { return &reset{} },
@@ -112,6 +113,25 @@ func (*redisKillVanish) Inject(e *env, _ *rand.Rand) (string, error) {
 	return "every connection vanished, redis killed", e.server.Stop()
 }
 func (*redisKillVanish) Heal(e *env) error { return e.server.Restart() }
+
+// vanish makes every replica's connections die without a word while Redis
+// stays up (the proxy's Vanish), as when a NAT, a load balancer or a
+// firewall between them forgets its connections: the pools are left full
+// of dead connections that go-redis' check of an idle connection cannot
+// see. Redis is reachable throughout (a new dial works): only the calls in
+// flight at the vanish may fail; a step that meets a dead connection runs
+// again on another within its budget, so no later call answers degraded
+// (noDegradedWhileReachable; issue 39 item 4). Nothing to heal.
+type vanish struct{}
+
+func (*vanish) Name() string { return "vanish" }
+func (*vanish) Inject(e *env, _ *rand.Rand) (string, error) {
+	for _, p := range e.proxies {
+		p.Vanish()
+	}
+	return "every connection vanished, redis up", nil
+}
+func (*vanish) Heal(*env) error { return nil }
 
 // redisPause stops Redis (SIGSTOP): connections stay open, nothing answers.
 type redisPause struct{}

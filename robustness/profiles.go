@@ -47,12 +47,15 @@ func Profile(name string) []Scenario {
 		Duration: d, Traffic: traffic,
 		Options: wire.Options{Namespace: "rp", TTL: 300 * time.Millisecond, StaleIfError: time.Second,
 			WaitTimeout: 200 * time.Millisecond, BusyError: true, LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond},
-		Nemeses: []string{"redis-kill", "redis-kill-vanish", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond,
+		Nemeses: []string{"redis-kill", "redis-kill-vanish", "vanish", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond,
 		// Every run meets a Redis that refuses its connections, the fault
 		// whose raw errors (EOF, refused) reach the callers of a path
 		// that forgets to wrap them: its two faults drew none one run in
-		// two (the get-raw-error plant).
-		Opening: "redis-kill"}
+		// two (the get-raw-error plant); then, once the burst of calls
+		// after that outage filled the pools, connections that die
+		// without a word while Redis stays up (the dead-conn-not-retried
+		// plant; 0 of 3 as the first fault, the pools still small).
+		Openings: []string{"redis-kill", "vanish"}}
 	// local: process-local mode, each replica its own store: the same
 	// promises within each process.
 	local := Scenario{Name: "local", Mode: "local", Replicas: 2, Clients: 6, Duration: d, Traffic: traffic,

@@ -9,6 +9,7 @@ package robustness
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -340,6 +341,30 @@ func (r *run) roundReplica(rng *rand.Rand) *Replica {
 	r.clears.Lock()
 	return rep
 }
+
+// fillPools has every replica send poolFill Gets at once, each of its own
+// never-written key (the Gets of one key would share one read), and waits
+// for them: each replica's pools then hold that many idle connections, as
+// after a burst. Before a vanish, so that the pools it leaves full of dead
+// connections are full (the dead-conn-not-retried plant: a step that meets
+// two dead ones in a row, go-redis' one retry spent, fails).
+func (r *run) fillPools() {
+	var wg sync.WaitGroup
+	for _, rep := range r.env.replicas {
+		if rep.idle() {
+			continue
+		}
+		for i := range poolFill {
+			wg.Go(func() {
+				r.do(rep, wire.Request{ID: r.nextID.Add(1), Op: wire.OpGet, Key: probeKey + strconv.Itoa(i), Deadline: r.sc.Traffic.Deadline}, false)
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// poolFill is how many Gets fillPools sends each replica at once.
+const poolFill = 8
 
 // failsRedis reports whether a nemesis makes Redis fail the calls of the
 // replicas it reaches (rather than slow them within the budget).

@@ -29,17 +29,17 @@ func TestShortProfileRunsTheWindowRounds(t *testing.T) {
 			}
 			announce = append(announce, sc.Name)
 		}
-		if sc.Opening != "" {
-			if _, ok := nemeses[sc.Opening]; !ok {
-				t.Errorf("%s: opening fault %q is no nemesis", sc.Name, sc.Opening)
+		for _, o := range sc.Openings {
+			if _, ok := nemeses[o]; !ok {
+				t.Errorf("%s: opening fault %q is no nemesis", sc.Name, o)
 			}
-			if sc.Opening == "redis-kill" {
+			if o == "redis-kill" {
 				kill = append(kill, sc.Name)
 			}
 		}
 	}
 	if len(abandon) == 0 || len(announce) == 0 || len(kill) == 0 {
-		t.Errorf("abandoned-key rounds in %v, announcement rounds in %v, an opening redis-kill in %v: each needs one scenario at least",
+		t.Errorf("abandoned-key rounds in %v, announcement rounds in %v, a redis-kill among the openings in %v: each needs one scenario at least",
 			abandon, announce, kill)
 	}
 }

@@ -40,11 +40,11 @@ type Scenario struct {
 	// FaultFor; the run is healthy for Calm between two.
 	Nemeses        []string
 	FaultFor, Calm time.Duration
-	// Opening, when set, is the first fault of every run (the draw it
-	// replaces is still made, so that the rest replays as before), and it
-	// lasts 1.5 FaultFor, the longest a fault lasts: a fault the scenario
-	// must meet every run, not one run in two.
-	Opening string
+	// Openings, when set, are the first faults of every run, in order (the
+	// draws they replace are still made, so that the rest replays as
+	// before), each lasting 1.5 FaultFor, the longest a fault lasts: faults
+	// the scenario must meet every run, not one run in two.
+	Openings []string
 }
 
 // run is one scenario's run in progress.
@@ -250,17 +250,21 @@ func (r *run) nemesis(rng *rand.Rand, end time.Time, calls *sync.WaitGroup) erro
 	if len(r.sc.Nemeses) == 0 {
 		return nil
 	}
-	for first := true; ; first = false {
+	for i := 0; ; i++ {
+		opening := i < len(r.sc.Openings)
 		calm := r.sc.Calm/2 + time.Duration(rng.Int64N(int64(r.sc.Calm)))
 		if time.Now().Add(calm + r.sc.FaultFor).After(end) {
 			return nil
 		}
 		time.Sleep(calm) // the schedule of faults is what is being run, not a wait for an event
 		name := r.sc.Nemeses[rng.IntN(len(r.sc.Nemeses))]
-		if first && r.sc.Opening != "" {
-			name = r.sc.Opening
+		if opening {
+			name = r.sc.Openings[i]
 		}
 		n := nemeses[name]()
+		if name == "vanish" {
+			r.fillPools()
+		}
 		at := r.clock.now() // the fault may show from the moment its injection begins
 		what, err := n.Inject(&r.env, rng)
 		r.hist.event(at, n.Name()+": "+what, false)
@@ -271,8 +275,8 @@ func (r *run) nemesis(rng *rand.Rand, end time.Time, calls *sync.WaitGroup) erro
 			r.probeGets(calls, n.Name())
 		}
 		lasts := r.sc.FaultFor/2 + time.Duration(rng.Int64N(int64(r.sc.FaultFor)))
-		if first && r.sc.Opening != "" {
-			// The opening fault lasts the longest of the range (the draw
+		if opening {
+			// An opening fault lasts the longest of the range (the draw
 			// is still made): long enough for the breaker to open, its
 			// cooldown to end and the probe's call to be judged within
 			// it (refusedOutageCost).
