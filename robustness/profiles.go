@@ -46,7 +46,8 @@ func Profile(name string) []Scenario {
 	persist := Scenario{Name: "redis-persist-busyerror", Mode: "redis", Persistence: true, Recommended: true, Replicas: 3, Clients: 4,
 		Duration: d, Traffic: traffic,
 		Options: wire.Options{Namespace: "rp", TTL: 300 * time.Millisecond, StaleIfError: time.Second,
-			WaitTimeout: 200 * time.Millisecond, BusyError: true, LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond},
+			WaitTimeout: 200 * time.Millisecond, BusyError: true, LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond,
+			SlowCodec: true},
 		Nemeses: []string{"redis-kill", "redis-kill-vanish", "vanish", "redis-pause", "partition", "replica-kill"}, FaultFor: 800 * time.Millisecond, Calm: 1500 * time.Millisecond,
 		// Every run meets a Redis that refuses its connections, the fault
 		// whose raw errors (EOF, refused) reach the callers of a path
@@ -123,7 +124,7 @@ func Profile(name string) []Scenario {
 	busy.Traffic.Revalidate = true
 	idle.Traffic.Announce = true
 	local.Traffic.StandIn = true
-	slow.Traffic.Fence = true
+	slow.Traffic.Fence, persist.Traffic.Slow = true, true
 	out := []Scenario{busy, faults, persist, local, slow, overload, idle}
 	if name == "long" {
 		cluster := faults

@@ -36,6 +36,12 @@ const (
 	standInTag          = "ts"
 	// fencedKey is the key of the fence rounds, computed with fencedTag.
 	fencedKey, fencedTag = "kf", "tf"
+	// slowedKey is the key of the slowing rounds, computed with
+	// slowedTag, its replica's marks reads slowed by slowedBy each way (a
+	// round trip past δ, one way below it), after slowedQuiet.
+	slowedKey, slowedTag = "kq", "tq"
+	slowedBy             = 80 * time.Millisecond
+	slowedQuiet          = 300 * time.Millisecond
 	// revalidatedKey is the route key of the revalidation rounds (an
 	// anonymous request of route hr), tagged with revalidatedTag.
 	revalidatedKey, revalidatedTag = "hr|", "route-hr"
@@ -90,6 +96,9 @@ func allGroups() []string {
 // Traffic.Announce, Traffic.StandIn, Traffic.Fence, Traffic.Revalidate), one at a time with a pause between two, until end.
 func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	var kinds []func(*rand.Rand) time.Duration
+	if r.sc.Traffic.Slow && r.sc.Options.SlowCodec && r.sc.Mode == "redis" && r.sc.Replicas > 1 {
+		kinds = append(kinds, r.slowRound) // first: the run's first fault holds it back
+	}
 	if r.sc.Traffic.Abandon && r.sc.Options.StaleIfError > 0 {
 		kinds = append(kinds, r.abandonRound)
 	}
@@ -275,6 +284,82 @@ func (r *run) fenceRound(rng *rand.Rand) time.Duration {
 	case <-ended:
 		time.Sleep(fenceInto) // the round's order: the value checked, and being encoded
 		r.roundCall(other, wire.Request{Op: wire.OpInvalidateTags, Tags: []string{fencedTag}})
+	case <-time.After(r.sc.Traffic.Deadline): // the Fetch failed before a compute
+	}
+	fetch.Wait()
+	return 0
+}
+
+// slowRound (rng nil: how long it takes, at most) is issue 39 item 2's
+// class: a fence that must read the invalidation marks from a Redis that
+// just turned slow for them, within δ one way. As the fence rounds do, one
+// replica computes slowedKey with slowedTag, its value padded so that the
+// slow codec takes a while to encode it, and once the compute ended and
+// its own check passed, another replica's InvalidateTags of slowedTag
+// returns while the value is encoded; meanwhile the replica's marks reads
+// (HMGET) turn slowedBy slower each way (as a Cluster master that holds
+// the namespace's marks turns slow while the others stay fast). The
+// replica is kept quiet (the suite sends it nothing else) and its
+// subscriptions silent (no announcement, no heartbeat's answer: the marks
+// are trusted by reads alone), so that the answer's fence is the first
+// read to meet the slowness, with nothing having taught the budget the
+// marks' new round trip. The answer must not be the value computed before
+// the InvalidateTags: the marks' read must wait for its late reply
+// (RunPatient) rather than be cut at its bound (the marks-read-impatient
+// plant). The round holds the nemesis off meanwhile (faults) and records
+// its fault as latency-unsubscribed's.
+func (r *run) slowRound(rng *rand.Rand) time.Duration {
+	if rng == nil {
+		// Its own calls: the wait for the nemesis' fault to heal comes
+		// first, and may take the run past its end by up to a fault.
+		return slowedQuiet + r.sc.Traffic.Deadline
+	}
+	i := rng.IntN(len(r.env.replicas))
+	rep, p := r.env.replicas[i], r.env.proxies[i]
+	var other *Replica
+	for _, o := range r.env.replicas {
+		if o != rep && !o.idle() {
+			other = o
+		}
+	}
+	if rep.idle() || other == nil {
+		return 0
+	}
+	r.faults.Lock()
+	defer r.faults.Unlock()
+	r.clears.Lock()
+	defer r.clears.Unlock()
+	rep.Quiet()
+	defer rep.Unquiet()
+	time.Sleep(slowedQuiet)              // the round's schedule: the replica's calls in flight end
+	call := func(req wire.Request) *Op { // on the quiet replica: not held back
+		req.ID, req.Deadline = r.nextID.Add(1), r.sc.Traffic.Deadline
+		return r.do(rep, req, false)
+	}
+	// Recorded as the nemesis of the same fault records it: a slow link
+	// (nothing excused that a slow Redis does not excuse), announcements
+	// lost on that replica.
+	r.hist.event(r.clock.now(), fmt.Sprintf("latency-unsubscribed: %s silent on its subscriptions, its marks reads delayed %s each way (a slowing round)", rep.Name, slowedBy), false)
+	p.SetPubSubSilent(true)
+	defer func() {
+		p.SetSlowCommand("", 0)
+		p.SetPubSubSilent(false)
+		r.hist.event(r.clock.now(), "latency-unsubscribed: healed", true)
+	}()
+	if !call(wire.Request{Op: wire.OpDelete, Key: slowedKey}).Ok() {
+		return 0
+	}
+	ended := r.origin.nextEnd(slowedKey)
+	var fetch sync.WaitGroup
+	fetch.Go(func() {
+		call(wire.Request{Op: wire.OpFetch, Key: slowedKey,
+			Compute: wire.Compute{Sleep: 20 * time.Millisecond, Tags: []string{slowedTag}, Pad: fencePad}})
+	})
+	select {
+	case <-ended:
+		time.Sleep(fenceInto) // the round's order: the value checked, and being encoded
+		p.SetSlowCommand("hmget", slowedBy)
+		r.roundCall(other, wire.Request{Op: wire.OpInvalidateTags, Tags: []string{slowedTag}})
 	case <-time.After(r.sc.Traffic.Deadline): // the Fetch failed before a compute
 	}
 	fetch.Wait()

@@ -61,6 +61,10 @@ type run struct {
 	// Clear wipes the key the round judges; a Clear drawn while a round
 	// holds it becomes an InvalidateTags of every tag group.
 	clears sync.RWMutex
+	// faults is held by the nemesis from a fault's injection to its heal,
+	// and by a round that injects a fault of its own (slowRound), so
+	// that faults stay one at a time, each healed before the next.
+	faults sync.Mutex
 }
 
 // Run runs sc with seed and returns its history. Servers and processes it
@@ -262,6 +266,7 @@ func (r *run) nemesis(rng *rand.Rand, end time.Time, calls *sync.WaitGroup) erro
 			name = r.sc.Openings[i]
 		}
 		n := nemeses[name]()
+		r.faults.Lock()
 		if name == "vanish" {
 			r.fillPools()
 		}
@@ -269,6 +274,7 @@ func (r *run) nemesis(rng *rand.Rand, end time.Time, calls *sync.WaitGroup) erro
 		what, err := n.Inject(&r.env, rng)
 		r.hist.event(at, n.Name()+": "+what, false)
 		if err != nil {
+			r.faults.Unlock()
 			return fmt.Errorf("%s: %w", n.Name(), err)
 		}
 		if failsRedis(n.Name()) && time.Now().Before(end) { // the clients still run: calls is not done
@@ -283,10 +289,14 @@ func (r *run) nemesis(rng *rand.Rand, end time.Time, calls *sync.WaitGroup) erro
 			lasts = r.sc.FaultFor * 3 / 2
 		}
 		time.Sleep(lasts) // how long the fault lasts
-		if err := n.Heal(&r.env); err != nil {
+		err = n.Heal(&r.env)
+		if err == nil {
+			r.hist.event(r.clock.now(), n.Name()+": healed", true)
+		}
+		r.faults.Unlock()
+		if err != nil {
 			return fmt.Errorf("%s heal: %w", n.Name(), err)
 		}
-		r.hist.event(r.clock.now(), n.Name()+": healed", true)
 		if breaksOneCompute(n.Name()) {
 			// Its effects may show until it settles; the calm before the
 			// next fault begins after that, so that every run has

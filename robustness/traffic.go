@@ -65,6 +65,12 @@ type Traffic struct {
 	// on another replica that returns while the value is being stored,
 	// after the compute's own check. Only with a slow codec.
 	Fence bool
+	// Slow runs slowing rounds next to the traffic (rounds.go): one
+	// replica, kept quiet with its subscriptions silent, computes a
+	// tagged value, and its marks reads turn slow within δ one way while
+	// another replica's InvalidateTags returns before the value is
+	// stored. Only in Redis mode, with a slow codec and several replicas.
+	Slow bool
 	// Revalidate runs revalidation rounds next to the traffic (rounds.go):
 	// a route response stored with a surrogate key, revalidated by a 304
 	// once past its freshness, then purged by that key and requested

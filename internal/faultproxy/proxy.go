@@ -3,8 +3,8 @@
 // resets, a full partition (traffic black-holed), Redis pub/sub connections
 // fallen silent while the others work, traffic held back and released in
 // order, connections that vanish without a word (a restarted
-// host), new connections refused (a dead server on a live host) and slow
-// closes.
+// host), new connections refused (a dead server on a live host), one
+// command slowed (a slow shard) and slow closes.
 package faultproxy
 
 import (
@@ -12,6 +12,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,11 +27,12 @@ type Proxy struct {
 	addr   string // where clients connect, kept while refusing
 	target string
 
-	latency   atomic.Int64 // nanoseconds added before each forwarded chunk
-	partition atomic.Bool  // black-hole traffic while set
-	pubsubOff atomic.Bool  // black-hole pub/sub links' traffic while set
-	slowClose atomic.Int64 // nanoseconds to wait before closing a side
-	inFlight  atomic.Int64 // chunks read and not yet forwarded or dropped
+	latency   atomic.Int64                // nanoseconds added before each forwarded chunk
+	partition atomic.Bool                 // black-hole traffic while set
+	pubsubOff atomic.Bool                 // black-hole pub/sub links' traffic while set
+	slowCmd   atomic.Pointer[slowCommand] // see [Proxy.SetSlowCommand]
+	slowClose atomic.Int64                // nanoseconds to wait before closing a side
+	inFlight  atomic.Int64                // chunks read and not yet forwarded or dropped
 
 	mu     sync.Mutex
 	ln     net.Listener  // nil while refusing (see [Proxy.SetRefusing])
@@ -93,6 +96,26 @@ func (p *Proxy) SetRefusing(on bool) error {
 
 // SetLatency adds d before each chunk forwarded in either direction.
 func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// slowCommand is the command SetSlowCommand slows, and by how much.
+type slowCommand struct {
+	bulk []byte // the command's name as a RESP bulk string, lower case
+	d    time.Duration
+}
+
+// SetSlowCommand delays by d each way the requests that carry the Redis
+// command name (any case; "" for none) and the reply that follows each on
+// its connection, the other traffic unslowed: as a Cluster master that
+// holds those commands' keys turns slow while the others stay fast. The
+// delay holds the connection's later chunks too, in order.
+func (p *Proxy) SetSlowCommand(name string, d time.Duration) {
+	if name == "" || d <= 0 {
+		p.slowCmd.Store(nil)
+		return
+	}
+	lower := strings.ToLower(name)
+	p.slowCmd.Store(&slowCommand{bulk: []byte("$" + strconv.Itoa(len(lower)) + "\r\n" + lower + "\r\n"), d: d})
+}
 
 // SetPartition black-holes all traffic (connections stay open, nothing
 // arrives) while on, as a network partition does.
@@ -261,8 +284,9 @@ func (p *Proxy) accept(ln net.Listener) {
 // link is one proxied connection: the client's side and the server's.
 type link struct {
 	client, server net.Conn
-	vanished       atomic.Bool // see [Proxy.Vanish]
-	pubsub         atomic.Bool // the client subscribed on it (see [Proxy.SetPubSubSilent])
+	vanished       atomic.Bool  // see [Proxy.Vanish]
+	slowReply      atomic.Int64 // the next reply's delay (see [Proxy.SetSlowCommand])
+	pubsub         atomic.Bool  // the client subscribed on it (see [Proxy.SetPubSubSilent])
 }
 
 // subscribes reports whether chunk, bytes a client sent, carries a RESP
@@ -316,6 +340,14 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 			p.held(src == l.client)
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the fault itself: added latency
+			}
+			if sc := p.slowCmd.Load(); sc != nil && src == l.client && bytes.Contains(bytes.ToLower(buf[:n]), sc.bulk) {
+				l.slowReply.Store(int64(sc.d))
+				time.Sleep(sc.d) // the fault itself: a slow command
+			} else if src == l.server {
+				if d := time.Duration(l.slowReply.Swap(0)); d > 0 {
+					time.Sleep(d) // and its reply
+				}
 			}
 			var werr error
 			if !p.partition.Load() && !(l.pubsub.Load() && p.pubsubOff.Load()) {

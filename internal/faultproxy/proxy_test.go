@@ -356,3 +356,46 @@ func TestRefusingRefusesNewConnectionsOnly(t *testing.T) {
 		t.Errorf("a connection opened after the refusal: %v", err)
 	}
 }
+
+func TestSlowCommandSlowsItsRequestsAndTheirRepliesOnly(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const d = 150 * time.Millisecond
+	p.SetSlowCommand("HMGET", d)
+	r := bufio.NewReader(c)
+	send := func(line string) time.Duration {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		start := time.Now()
+		if _, err := c.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		for range strings.Count(line, "\n") {
+			if _, err := r.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	if took := send("*2\r\n$5\r\nhmget\r\n$1\r\nk\r\n"); took < 2*d {
+		t.Errorf("an HMGET and its reply took %s, want at least %s (%s each way)", took, 2*d, d)
+	}
+	// Other commands are not slowed: a bound on the proxy's own speed
+	// would be a latency bound on a loaded machine, so this only checks
+	// that the delay is not taken for them (it would be 2d).
+	if took := send("*1\r\n$4\r\nping\r\n"); took >= 2*d {
+		t.Errorf("a PING took %s: slowed as an HMGET", took)
+	}
+	p.SetSlowCommand("", 0)
+	if took := send("*2\r\n$5\r\nhmget\r\n$1\r\nk\r\n"); took >= 2*d {
+		t.Errorf("an HMGET took %s once no command is slowed", took)
+	}
+}

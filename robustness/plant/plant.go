@@ -142,7 +142,7 @@ var Bugs = []Bug{
 		File:      "cache/internal/redisstore/marks.go",
 		Old:       "cmds, err := redisstep.RunPatient(ctx, s.budget,",
 		New:       "cmds, err := redisstep.Run(ctx, s.budget,",
-		Scenarios: []string{"redis-slow-fill"}, // its latency-unsubscribed nemesis: fences reading the marks through a link that slowed
+		Scenarios: []string{"redis-persist-busyerror"}, // its slowing rounds: a fence reading the marks from a Redis that just turned slow for them
 	},
 	{
 		Name:      "batch-no-wait",
