@@ -92,8 +92,9 @@ func allGroups() []string {
 	return out
 }
 
-// rounds runs the scenario's window rounds (Traffic.Abandon,
-// Traffic.Announce, Traffic.StandIn, Traffic.Fence, Traffic.Revalidate), one at a time with a pause between two, until end.
+// rounds runs the scenario's window rounds (Traffic.Slow, Traffic.Abandon,
+// Traffic.Announce, Traffic.StandIn, Traffic.Revalidate, Traffic.Fence), in
+// that order, one at a time with a pause between two, until end.
 func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	var kinds []func(*rand.Rand) time.Duration
 	if r.sc.Traffic.Slow && r.sc.Options.SlowCodec && r.sc.Mode == "redis" && r.sc.Replicas > 1 {
