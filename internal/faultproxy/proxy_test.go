@@ -47,6 +47,30 @@ func echo(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// newProxy is a proxy in front of an echo server, closed when the test ends.
+func newProxy(t *testing.T) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// proxied is newProxy with a connection through it, closed when the test
+// ends (before the proxy).
+func proxied(t *testing.T) (*faultproxy.Proxy, net.Conn) {
+	t.Helper()
+	p := newProxy(t)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return p, c
+}
+
 func roundTrip(c net.Conn, deadline time.Duration) (string, error) {
 	_ = c.SetDeadline(time.Now().Add(deadline))
 	if _, err := c.Write([]byte("ping\n")); err != nil {
@@ -56,16 +80,7 @@ func roundTrip(c net.Conn, deadline time.Duration) (string, error) {
 }
 
 func TestFaults(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxied(t)
 	if got, err := roundTrip(c, time.Second); err != nil || strings.TrimSpace(got) != "ping" {
 		t.Fatalf("%q %v", got, err)
 	}
@@ -91,16 +106,7 @@ func TestFaults(t *testing.T) {
 // A vanished connection looks alive to its client until it sends, then it
 // is reset; connections opened afterwards work.
 func TestVanish(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxied(t)
 	if _, err := roundTrip(c, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -156,16 +162,7 @@ func heldLine(t *testing.T) (*faultproxy.Proxy, net.Conn) {
 
 // A chunk held by the latency counts as in flight until it is forwarded.
 func TestInFlightCountsHeldChunks(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxied(t)
 	p.SetLatency(300 * time.Millisecond)
 	if _, err := c.Write([]byte("ping\n")); err != nil {
 		t.Fatal(err)
@@ -272,11 +269,7 @@ func TestHoldRequestsLetsTheServerSpeak(t *testing.T) {
 // SetPubSubSilent silences the connections that subscribed, from their
 // subscription on, and only them; they speak again once it is off.
 func TestPubSubSilentSilencesSubscribersOnly(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newProxy(t)
 	dial := func() (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", p.Addr())
 		if err != nil {
@@ -319,11 +312,7 @@ func TestPubSubSilentSilencesSubscribersOnly(t *testing.T) {
 }
 
 func TestRefusingRefusesNewConnectionsOnly(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newProxy(t)
 	open, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -358,16 +347,7 @@ func TestRefusingRefusesNewConnectionsOnly(t *testing.T) {
 }
 
 func TestSlowCommandSlowsItsRequestsAndTheirRepliesOnly(t *testing.T) {
-	p, err := faultproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxied(t)
 	const d = 150 * time.Millisecond
 	p.SetSlowCommand("HMGET", d)
 	r := bufio.NewReader(c)
