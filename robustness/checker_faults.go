@@ -107,32 +107,37 @@ type span struct{ from, to time.Duration }
 // replica partitioned; with failovers, a Sentinel failover or a Cluster
 // master killed too.
 func (c *checker) cuts(replica string, failovers bool) []span {
-	var out []span
-	for i, e := range c.h.Events {
-		kind, _, _ := strings.Cut(e.What, ":")
+	return c.spans(func(kind, what string) bool {
 		switch {
-		case e.Heal:
-			continue
-		case kind == "partition" && strings.Contains(e.What, wire.Process(replica)+" "):
+		case kind == "partition" && strings.Contains(what, wire.Process(replica)+" "):
 		case kind == "redis-kill" || kind == "redis-kill-vanish" || kind == "redis-pause":
 		case failovers && (kind == "failover" || kind == "cluster-master"):
 		default:
-			continue
+			return false
 		}
-		out = append(out, span{e.At, c.healOf(i)})
-	}
-	return out
+		return true
+	})
 }
 
-// healOf is when the fault injected by event i healed (the run's end when
-// it never did).
-func (c *checker) healOf(i int) time.Duration {
-	for _, h := range c.h.Events[i+1:] {
-		if h.Heal {
-			return h.At
+// spans are the faults whose injection event keep accepts (given the
+// nemesis' name and the event's text), each from its injection to its heal
+// (the run's end when it never healed), no settle added.
+func (c *checker) spans(keep func(kind, what string) bool) []span {
+	var out []span
+	for i, e := range c.h.Events {
+		if kind, _, _ := strings.Cut(e.What, ":"); e.Heal || !keep(kind, e.What) {
+			continue
 		}
+		healed := c.h.End
+		for _, h := range c.h.Events[i+1:] {
+			if h.Heal {
+				healed = h.At
+				break
+			}
+		}
+		out = append(out, span{e.At, healed})
 	}
-	return c.h.End
+	return out
 }
 
 // lost reports whether Redis may have lost data during [from, to].

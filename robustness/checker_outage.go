@@ -4,7 +4,6 @@ package robustness
 // call that needs nothing but Redis answers without waiting out a budget.
 
 import (
-	"strings"
 	"time"
 
 	"github.com/stampede-go/stampede/robustness/wire"
@@ -62,15 +61,5 @@ func redisOnly(op string) bool {
 // refusals are the stretches during which Redis refused connections: each
 // redis-kill from its injection to its heal.
 func (c *checker) refusals() []span {
-	var out []span
-	for i, e := range c.h.Events {
-		if e.Heal {
-			continue
-		}
-		if kind, _, _ := strings.Cut(e.What, ":"); kind != "redis-kill" {
-			continue
-		}
-		out = append(out, span{e.At, c.healOf(i)})
-	}
-	return out
+	return c.spans(func(kind, _ string) bool { return kind == "redis-kill" })
 }
