@@ -19,7 +19,12 @@ func TestXFetchPicksL1Hits(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		for _, beta := range []float64{1e12, 0} {
 			t.Run(fmt.Sprintf("batch=%v/beta=%g", batch, beta), func(t *testing.T) {
-				c := newCache[int](t, redistest.Client(t), cache.Options{TTL: time.Hour, L1Size: 100, L1TTL: time.Hour, Beta: beta})
+				// InvalidationWait long: L1 answers while a marks read vouches
+				// for it, and under -race on a loaded machine the default
+				// 100 ms could lapse between two reads (a CI run: the second
+				// read went to Redis).
+				c := newCache[int](t, redistest.Client(t), cache.Options{TTL: time.Hour, L1Size: 100, L1TTL: time.Hour, Beta: beta,
+					InvalidationWait: 20 * time.Second})
 				ctx := context.Background()
 				// L1 fills once it tracks the key: wait for it, so that k's
 				// first compute goes into L1 and every later read of k is an
