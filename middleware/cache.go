@@ -81,7 +81,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			streaming.waitStreamed(r.Context()) // the response went to the client as the handler wrote it
 			return
 		}
-		own := f.ownResult(res.Outcome)
+		own := f.ownResult(res.Outcome, err)
 		var ns *notStored
 		if own == nil && errors.As(err, &ns) && !ns.selects(&h.opts, kr) {
 			// It joined a run whose response is not stored and was made

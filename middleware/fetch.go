@@ -75,8 +75,20 @@ func (f *fetch) regroup(kr *http.Request, ns *notStored) *fetch {
 }
 
 // ownResult returns what this fetch's own run produced, when the Fetch's
-// outcome says its answer is that run's.
-func (f *fetch) ownResult(o cache.Outcome) *produced {
+// outcome and error say its answer is that run's: a value the cache
+// answered (and its fence let through), or the error that run returned
+// itself (a response not stored, a panic). Any other error says the cache
+// judged nothing the run produced — it abandoned the run past
+// ComputeTimeout, or a later attempt after the fence refused it failed
+// without running it — and an error passes no fence: what the run
+// recorded, whenever it finished, answers nothing (docs/http.md,
+// "Purging").
+func (f *fetch) ownResult(o cache.Outcome, err error) *produced {
+	var ns *notStored
+	var hp *handlerPanic
+	if err != nil && !errors.As(err, &ns) && !errors.As(err, &hp) {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch o {
