@@ -184,6 +184,7 @@ func New[V any](rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	// than start a Redis step after Close returned.
 	marksAvailable := func() bool { return !c.closedFlag.Load() && rs.available() }
 	c.marks.Read, c.marks.Available, c.marks.Patience = rs.readMarks, marksAvailable, marksPatience(rs.p.Budget(), opts.WaitTimeout)
+	c.marks.Answering, c.marks.Longest = rs.p.Budget().Answered, opts.WaitTimeout
 	if opts.DegradedTTL > 0 {
 		c.kept = clockmap.NewWeighted[entry[V]](opts.MaxLocalEntries, opts.MaxLocalBytes)
 	}

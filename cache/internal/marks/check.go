@@ -119,13 +119,15 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 	begun := m.Mono()
 	if fence {
 		// The fence's reads end within two reads' bounds of its start, the
-		// one sent again after a failure or a late answer included: a
-		// silent Redis costs the fence that much, not maxMarkReads bounds.
+		// one sent again after a failure or a late answer included, while
+		// Redis is silent: a silent Redis costs the fence that much. While
+		// Redis answers or this process is starved (readsOnUnderLoad), up to
+		// Longest.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 2*m.readBound())
+		ctx, cancel = context.WithTimeout(ctx, max(2*m.readBound(), m.Longest))
 		defer cancel()
 	}
-	for range maxMarkReads {
+	for reads := 0; reads < maxMarkReads; reads++ {
 		if m.Available != nil && !m.Available() {
 			return unknownAfter(known), fmt.Errorf("cache: invalidation marks: %w", m.ErrUnavailable)
 		}
@@ -135,10 +137,18 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 		// and the breaker sees the failure. The fence sends it again: an
 		// Unknown there lets the answer through unchecked, which a read
 		// slowed past its bound by load must not do.
+		sent := m.Mono()
 		if err = m.refresh(ctx, unsure); err != nil {
-			if !fence || ctx.Err() != nil || m.Mono()-begun >= 2*int64(m.readBound()) {
+			if !fence || ctx.Err() != nil {
 				break
 			}
+			if m.Mono()-begun < 2*int64(m.readBound()) {
+				continue
+			}
+			if !m.readsOnUnderLoad(sent) {
+				break
+			}
+			reads-- // bounded by the fence's context instead
 			continue
 		}
 		vouched, s := m.vouched(unsure, st.Gen, now)
@@ -161,6 +171,29 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 		}
 	}
 	return unknownAfter(known), err
+}
+
+// readsOnUnderLoad reports whether a fence past two reads' bounds, whose
+// read sent at sent failed, sends another: only when the failure was
+// load, not silence nor a refusal. The read ran to its bound (it was
+// slow, not refused or answered with an error), and Redis answered a step
+// of this process within the last read's bound (Answering), or this
+// process was starved of CPU (the read's end was seen a quarter of a bound
+// or more past its bound: a reply may have sat unread in its socket).
+// Redis is reachable then, and an Unknown would let the answer through
+// unchecked on a replica that could learn of the invalidation (issue 39
+// item 10). The fence's context (Longest, and its caller's) bounds the
+// reads it sends on.
+func (m *Marks) readsOnUnderLoad(sent int64) bool {
+	bound := int64(m.readBound())
+	took := m.Mono() - sent
+	switch {
+	case took < bound/2:
+		return false
+	case took-bound >= bound/4:
+		return true
+	}
+	return m.Answering != nil && m.Answering(time.Duration(bound))
 }
 
 // unknownAfter is the verdict when the marks could not be read: Unknown,

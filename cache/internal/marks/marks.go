@@ -269,6 +269,14 @@ type Marks struct {
 	Patience func() time.Duration
 	// Available reports whether the store may be asked (the breaker).
 	Available func() bool
+	// Answering reports whether Redis answered a step of this process
+	// within the last window (the Redis budget's Answered): a fence whose
+	// reads keep failing while it does is slowed by load, not cut off,
+	// and reads on (see CheckFence). nil: never.
+	Answering func(window time.Duration) bool
+	// Longest bounds a fence that reads on (the Redis budget's ceiling,
+	// WaitTimeout); 0: two reads' bounds, as for a silent Redis.
+	Longest time.Duration
 	// ErrUnavailable is the error a check that Available refused wraps
 	// (cache.ErrUnavailable, handed in by the cache).
 	ErrUnavailable error
