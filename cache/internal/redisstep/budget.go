@@ -375,7 +375,7 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 		case <-sctx.Done():
 			var zero T
 			return zero, b.explain(ctx, sctx, context.Cause(sctx), d)
-		case fired := <-t.C:
+		case <-t.C:
 			select {
 			case r := <-done: // the reply came with the timer: take it
 				return r.v, b.explain(ctx, sctx, r.err, d)
@@ -391,7 +391,10 @@ func run[T any](ctx context.Context, b Budget, step func(context.Context) (T, er
 			// A heartbeat's answer alone (no step's reply) buys one more
 			// budget, not WaitTimeout: its connection may reach Redis
 			// while the steps' connections are black-holed.
-			late := fired.Sub(armed) - d
+			// Late is measured on the clock now: the time a timer
+			// sends is when it was due (Go 1.23), not when this
+			// goroutine took it, so it never showed a starved process.
+			late := time.Since(armed) - d
 			w := b.h.silenceWindow(d)
 			silent := !b.h.answering(w)
 			if !silent && !b.h.stepsAnswering(w) {
