@@ -308,7 +308,7 @@ func (c *Cache[V]) share(ctx context.Context, key string, version uint64, again 
 		// after a write the load's read did not see. The put comes before
 		// any caller returns: a caller answered with r before r is in L1
 		// would let an older read's put in behind its back.
-		if r.cacheable(err) && c.servable(sctx, r, err) {
+		if c.l1 != nil && r.cacheable(err) && c.servable(sctx, r, err) {
 			c.l1put(key, r.entry(), version)
 		}
 		return r, err
