@@ -133,11 +133,11 @@ func (c *checker) broken(a, b string, from, to time.Duration) bool {
 // per key while its fault lasts and settles: Redis killed, paused, failed
 // over or its Cluster master killed (every replica), every connection
 // vanished (every replica), a replica partitioned from Redis, its
-// connections reset, paused or killed (that replica). The nemesis schedule leaves a calm stretch after each such
+// connections reset, paused, stalled or killed (that replica). The nemesis schedule leaves a calm stretch after each such
 // fault, past its settle, where one compute per key is judged.
 func breaksOneCompute(kind string) bool {
 	switch kind {
-	case "redis-kill", "redis-kill-vanish", "vanish", "redis-pause", "failover", "cluster-master", "partition", "reset", "replica-pause", "replica-kill":
+	case "redis-kill", "redis-kill-vanish", "vanish", "redis-pause", "failover", "cluster-master", "partition", "reset", "replica-pause", "replica-kill", "stall":
 		return true
 	}
 	return false

@@ -51,11 +51,13 @@ func faultWindows(h *History, settle time.Duration) []fault {
 	return out
 }
 
-// paused reports whether replica was paused or killed during [from, to].
+// paused reports whether replica was paused or killed during [from, to],
+// or its process stalled (a pausing round: stopped as a process starved of
+// CPU is).
 func (c *checker) paused(replica string, from, to time.Duration) bool {
 	for _, f := range c.faults {
 		if f.replica == wire.Process(replica) && f.from <= to && from <= f.to &&
-			(strings.HasPrefix(f.what, "replica-pause") || strings.HasPrefix(f.what, "replica-kill")) {
+			(strings.HasPrefix(f.what, "replica-pause") || strings.HasPrefix(f.what, "replica-kill") || strings.HasPrefix(f.what, "stall")) {
 			return true
 		}
 	}
@@ -63,13 +65,15 @@ func (c *checker) paused(replica string, from, to time.Duration) bool {
 }
 
 // unreachable reports whether a fault that keeps replica from Redis (not
-// one that only slows it) overlaps [from, to].
+// one that only slows it, nor a stall of its process: a starved process is
+// not cut off, and must not read its late replies as an outage) overlaps
+// [from, to].
 //
 // A vanish (connections dead, Redis up) keeps from Redis only the calls in
 // flight as it struck: those invoked before it plus vanishMargin.
 func (c *checker) unreachable(replica string, from, to time.Duration) bool {
 	for _, f := range c.faults {
-		if f.from > to || from > f.to || f.replica != "" && f.replica != wire.Process(replica) || strings.HasPrefix(f.what, "latency") {
+		if f.from > to || from > f.to || f.replica != "" && f.replica != wire.Process(replica) || strings.HasPrefix(f.what, "latency") || strings.HasPrefix(f.what, "stall") {
 			continue
 		}
 		if strings.HasPrefix(f.what, "vanish") && from > f.from+vanishMargin {

@@ -76,7 +76,7 @@ func Profile(name string) []Scenario {
 	// A replica's subscriptions fall silent as it slows (its fence then
 	// reads the marks, through the README's recommended client options,
 	// which cut a read at its deadline on the socket).
-	slow := Scenario{Name: "redis-slow-fill", Mode: "redis", Recommended: true, Replicas: 2, Clients: 6, Duration: d / 2, Traffic: traffic,
+	slow := Scenario{Name: "redis-slow-fill", Mode: "redis", Recommended: true, Replicas: 2, Clients: 6, Duration: d * 3 / 4, Traffic: traffic,
 		Options: wire.Options{Namespace: "rs", TTL: 200 * time.Millisecond, WaitTimeout: 3 * time.Second,
 			LeaseTTL: time.Second, BreakerCooldown: 300 * time.Millisecond, SlowCodec: true},
 		Nemeses: []string{"latency", "latency-unsubscribed"}, FaultFor: 2 * time.Second, Calm: 200 * time.Millisecond}
@@ -124,7 +124,7 @@ func Profile(name string) []Scenario {
 	busy.Traffic.Revalidate = true
 	idle.Traffic.Announce = true
 	local.Traffic.StandIn = true
-	slow.Traffic.Fence, persist.Traffic.Slow = true, true
+	slow.Traffic.Fence, slow.Traffic.Pause, persist.Traffic.Slow = true, true, true
 	out := []Scenario{busy, faults, persist, local, slow, overload, idle}
 	if name == "long" {
 		cluster := faults

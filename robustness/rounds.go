@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stampede-go/stampede/internal/faultproxy"
 	"github.com/stampede-go/stampede/robustness/wire"
 )
 
@@ -42,6 +43,10 @@ const (
 	slowedKey, slowedTag = "kq", "tq"
 	slowedBy             = 80 * time.Millisecond
 	slowedQuiet          = 300 * time.Millisecond
+	// pausedKey is the key of the pausing rounds, computed with
+	// pausedTag; its replica's process is paused for pausedFor.
+	pausedKey, pausedTag = "kp", "tp"
+	pausedFor            = 700 * time.Millisecond
 	// revalidatedKey is the route key of the revalidation rounds (an
 	// anonymous request of route hr), tagged with revalidatedTag.
 	revalidatedKey, revalidatedTag = "hr|", "route-hr"
@@ -93,8 +98,8 @@ func allGroups() []string {
 }
 
 // rounds runs the scenario's window rounds (Traffic.Slow, Traffic.Abandon,
-// Traffic.Announce, Traffic.StandIn, Traffic.Revalidate, Traffic.Fence), in
-// that order, one at a time with a pause between two, until end.
+// Traffic.Announce, Traffic.StandIn, Traffic.Revalidate, Traffic.Pause,
+// Traffic.Fence), in that order, one at a time with a pause between two, until end.
 func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	var kinds []func(*rand.Rand) time.Duration
 	if r.sc.Traffic.Slow && r.sc.Options.SlowCodec && r.sc.Mode == "redis" && r.sc.Replicas > 1 {
@@ -111,6 +116,9 @@ func (r *run) rounds(rng *rand.Rand, end time.Time) {
 	}
 	if r.sc.Traffic.Revalidate && r.sc.Options.StaleIfError > 0 {
 		kinds = append(kinds, r.revalidateRound)
+	}
+	if r.sc.Traffic.Pause && r.sc.Options.SlowCodec && r.sc.Mode == "redis" && r.sc.Replicas > 1 {
+		kinds = append(kinds, r.pauseRound) // before the fence rounds: the longer round first, while the run has room for it
 	}
 	if r.sc.Traffic.Fence && r.sc.Options.SlowCodec && r.sc.Mode != "local" && r.sc.Replicas > 1 {
 		kinds = append(kinds, r.fenceRound)
@@ -315,28 +323,12 @@ func (r *run) slowRound(rng *rand.Rand) time.Duration {
 		// first, and may take the run past its end by up to a fault.
 		return slowedQuiet + r.sc.Traffic.Deadline
 	}
-	i := rng.IntN(len(r.env.replicas))
-	rep, p := r.env.replicas[i], r.env.proxies[i]
-	var other *Replica
-	for _, o := range r.env.replicas {
-		if o != rep && !o.idle() {
-			other = o
-		}
-	}
-	if rep.idle() || other == nil {
+	q, ok := r.quietRound(rng)
+	if !ok {
 		return 0
 	}
-	r.faults.Lock()
-	defer r.faults.Unlock()
-	r.clears.Lock()
-	defer r.clears.Unlock()
-	rep.Quiet()
-	defer rep.Unquiet()
-	time.Sleep(slowedQuiet)              // the round's schedule: the replica's calls in flight end
-	call := func(req wire.Request) *Op { // on the quiet replica: not held back
-		req.ID, req.Deadline = r.nextID.Add(1), r.sc.Traffic.Deadline
-		return r.do(rep, req, false)
-	}
+	defer q.end()
+	rep, p, other, call := q.rep, q.proxy, q.other, q.call
 	// Recorded as the nemesis of the same fault records it: a slow link
 	// (nothing excused that a slow Redis does not excuse), announcements
 	// lost on that replica.
@@ -363,6 +355,131 @@ func (r *run) slowRound(rng *rand.Rand) time.Duration {
 		r.roundCall(other, wire.Request{Op: wire.OpInvalidateTags, Tags: []string{slowedTag}})
 	case <-time.After(r.sc.Traffic.Deadline): // the Fetch failed before a compute
 	}
+	fetch.Wait()
+	return 0
+}
+
+// quiet is a round on one replica kept quiet (the suite sends it nothing
+// but the round's calls) with another replica beside it, the nemesis held
+// off and the Clear gate held (slowRound, pauseRound).
+type quiet struct {
+	rep, other *Replica
+	proxy      *faultproxy.Proxy // rep's link to Redis
+	call       func(wire.Request) *Op
+	end        func()
+}
+
+// quietRound draws the replica of a quiet round and another, waits for
+// the nemesis' fault to heal, and quiets the replica (slowedQuiet: its
+// calls in flight end); false when a replica is kept idle.
+func (r *run) quietRound(rng *rand.Rand) (quiet, bool) {
+	i := rng.IntN(len(r.env.replicas))
+	rep, p := r.env.replicas[i], r.env.proxies[i]
+	var other *Replica
+	for _, o := range r.env.replicas {
+		if o != rep && !o.idle() {
+			other = o
+		}
+	}
+	if rep.idle() || other == nil {
+		return quiet{}, false
+	}
+	r.faults.Lock()
+	r.clears.Lock()
+	rep.Quiet()
+	time.Sleep(slowedQuiet) // the round's schedule: the replica's calls in flight end
+	return quiet{rep: rep, other: other, proxy: p,
+		call: func(req wire.Request) *Op { // on the quiet replica: not held back
+			req.ID, req.Deadline = r.nextID.Add(1), r.sc.Traffic.Deadline
+			return r.do(rep, req, false)
+		},
+		end: func() {
+			rep.Unquiet()
+			r.clears.Unlock()
+			r.faults.Unlock()
+		}}, true
+}
+
+// pauseRound (rng nil: how long it takes, at most) is issue 39 item 10's
+// class on the fence: a process starved of CPU while its answer's fence
+// reads the marks. As slowRound does, one quiet replica, its subscriptions
+// silent (the marks trusted by reads alone), computes pausedKey with
+// pausedTag, its value padded for the slow codec; once the compute ended
+// and its own check passed, the replica's proxy waits for its next marks
+// read (HMGET: the answer's fence) and, before it forwards that read,
+// pauses the replica's process (SIGSTOP) for pausedFor, longer than the
+// fence's two reads' bounds. Redis answers the read (no mark yet) into the
+// paused process's socket, another replica's InvalidateTags of pausedTag
+// returns meanwhile, and the process resumes with its read's bound long
+// past: the read's failure was this process's starvation, not Redis'
+// silence. The answer must not be the value computed before the
+// InvalidateTags: the fence must read again, not give up after two bounds
+// and let the answer through unchecked (the fence-gives-up-under-load plant).
+// Recorded as a stall of that replica, from its subscriptions' silence to
+// its resumption: unlike a replica-pause, it excuses no degraded answer
+// and no unchecked fence (a starved process is not cut off from Redis),
+// only missed deadlines and what a paused lease holder breaks.
+func (r *run) pauseRound(rng *rand.Rand) time.Duration {
+	if rng == nil {
+		return slowedQuiet + pausedFor + r.sc.Traffic.Deadline
+	}
+	q, ok := r.quietRound(rng)
+	if !ok {
+		return 0
+	}
+	defer q.end()
+	rep, p := q.rep, q.proxy
+	r.hist.event(r.clock.now(), fmt.Sprintf("stall: %s silent on its subscriptions, then its process stopped at its fence's marks read for %s (a pausing round)", rep.Name, pausedFor), false)
+	p.SetPubSubSilent(true)
+	var mu sync.Mutex
+	over, paused := false, make(chan time.Time, 1)
+	// disarm ends the round's hold on the replica: no pause from now on,
+	// and one the hook made meanwhile is ended.
+	disarm := func() {
+		p.OnCommand("", nil)
+		mu.Lock()
+		over = true
+		mu.Unlock()
+		select {
+		case <-paused:
+			_ = rep.Resume()
+		default:
+		}
+	}
+	defer func() {
+		disarm()
+		p.SetPubSubSilent(false)
+		r.hist.event(r.clock.now(), "stall: healed", true)
+	}()
+	if !q.call(wire.Request{Op: wire.OpDelete, Key: pausedKey}).Ok() {
+		return 0
+	}
+	ended := r.origin.nextEnd(pausedKey)
+	var fetch sync.WaitGroup
+	fetch.Go(func() {
+		q.call(wire.Request{Op: wire.OpFetch, Key: pausedKey,
+			Compute: wire.Compute{Sleep: 20 * time.Millisecond, Tags: []string{pausedTag}, Pad: fencePad}})
+	})
+	select {
+	case <-ended:
+		time.Sleep(fenceInto) // the round's order: the value checked, and being encoded
+		p.OnCommand("hmget", func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !over && rep.Pause() == nil {
+				paused <- time.Now()
+			}
+		})
+		select {
+		case at := <-paused:
+			r.roundCall(q.other, wire.Request{Op: wire.OpInvalidateTags, Tags: []string{pausedTag}})
+			time.Sleep(time.Until(at.Add(pausedFor))) // the fault's length
+			_ = rep.Resume()
+		case <-time.After(r.sc.Traffic.Deadline): // no marks read: the fence was vouched for otherwise
+		}
+	case <-time.After(r.sc.Traffic.Deadline): // the Fetch failed before a compute
+	}
+	disarm() // before the wait: a pause the hook made meanwhile would hold the Fetch
 	fetch.Wait()
 	return 0
 }

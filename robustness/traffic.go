@@ -71,6 +71,10 @@ type Traffic struct {
 	// another replica's InvalidateTags returns before the value is
 	// stored. Only in Redis mode, with a slow codec and several replicas.
 	Slow bool
+	// Pause runs pausing rounds next to the traffic (rounds.go): one
+	// replica's process paused while its answer's fence reads the marks
+	// (issue 39 item 10's class: a starved process).
+	Pause bool
 	// Revalidate runs revalidation rounds next to the traffic (rounds.go):
 	// a route response stored with a surrogate key, revalidated by a 304
 	// once past its freshness, then purged by that key and requested

@@ -31,6 +31,7 @@ type Proxy struct {
 	partition atomic.Bool                 // black-hole traffic while set
 	pubsubOff atomic.Bool                 // black-hole pub/sub links' traffic while set
 	slowCmd   atomic.Pointer[slowCommand] // see [Proxy.SetSlowCommand]
+	onCmd     atomic.Pointer[commandHook] // see [Proxy.OnCommand]
 	slowClose atomic.Int64                // nanoseconds to wait before closing a side
 	inFlight  atomic.Int64                // chunks read and not yet forwarded or dropped
 
@@ -113,8 +114,33 @@ func (p *Proxy) SetSlowCommand(name string, d time.Duration) {
 		p.slowCmd.Store(nil)
 		return
 	}
+	p.slowCmd.Store(&slowCommand{bulk: bulkName(name), d: d})
+}
+
+// commandHook is what OnCommand runs, and before which command.
+type commandHook struct {
+	bulk []byte // the command's name as a RESP bulk string, lower case
+	fn   func()
+}
+
+// OnCommand runs fn once, before the proxy forwards the first request
+// from then on that carries the Redis command name (any case), on the
+// goroutine that forwards it: the request reaches the server only once fn
+// returned. "" (or a nil fn) disarms a hook that has not run yet. A test
+// uses it to act at the moment a client sends a given command (pause the
+// client's process while that command's reply is on its way back).
+func (p *Proxy) OnCommand(name string, fn func()) {
+	if name == "" || fn == nil {
+		p.onCmd.Store(nil)
+		return
+	}
+	p.onCmd.Store(&commandHook{bulk: bulkName(name), fn: fn})
+}
+
+// bulkName is a command's name as a RESP bulk string, lower case.
+func bulkName(name string) []byte {
 	lower := strings.ToLower(name)
-	p.slowCmd.Store(&slowCommand{bulk: []byte("$" + strconv.Itoa(len(lower)) + "\r\n" + lower + "\r\n"), d: d})
+	return []byte("$" + strconv.Itoa(len(lower)) + "\r\n" + lower + "\r\n")
 }
 
 // SetPartition black-holes all traffic (connections stay open, nothing
@@ -334,6 +360,11 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 		}
 		if n > 0 && src == l.client && !l.pubsub.Load() && subscribes(buf[:n]) {
 			l.pubsub.Store(true)
+		}
+		if n > 0 && src == l.client {
+			if h := p.onCmd.Load(); h != nil && bytes.Contains(bytes.ToLower(buf[:n]), h.bulk) && p.onCmd.CompareAndSwap(h, nil) {
+				h.fn()
+			}
 		}
 		if n > 0 {
 			p.inFlight.Add(1)

@@ -3,13 +3,15 @@ package faultproxy_test
 import (
 	"bufio"
 	"errors"
-	"github.com/stampede-go/stampede/internal/faultproxy"
-	"github.com/stampede-go/stampede/internal/leakcheck"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stampede-go/stampede/internal/faultproxy"
+	"github.com/stampede-go/stampede/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -377,5 +379,62 @@ func TestSlowCommandSlowsItsRequestsAndTheirRepliesOnly(t *testing.T) {
 	p.SetSlowCommand("", 0)
 	if took := send("*2\r\n$5\r\nhmget\r\n$1\r\nk\r\n"); took >= 2*d {
 		t.Errorf("an HMGET took %s once no command is slowed", took)
+	}
+}
+
+// OnCommand runs its hook once, before the first request carrying the
+// command is forwarded (the server sees it only once the hook returned),
+// and not for other commands; disarmed, it runs for nothing.
+func TestOnCommandRunsItsHookOnceBeforeTheCommand(t *testing.T) {
+	p, c := proxied(t)
+	r := bufio.NewReader(c)
+	exchange := func(line string) error {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte(line)); err != nil {
+			return err
+		}
+		for range strings.Count(line, "\n") {
+			if _, err := r.ReadString('\n'); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	send := func(line string) {
+		t.Helper()
+		if err := exchange(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs atomic.Int32
+	release := make(chan struct{})
+	p.OnCommand("HMGET", func() {
+		runs.Add(1)
+		<-release
+	})
+	send("*1\r\n$4\r\nping\r\n")
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("the hook ran %d times for a PING", n)
+	}
+	replied := make(chan error, 1)
+	go func() { replied <- exchange("*2\r\n$5\r\nHMGET\r\n$1\r\nk\r\n") }()
+	select {
+	case <-replied:
+		t.Fatal("the HMGET was answered while its hook had not returned")
+	case <-time.After(50 * time.Millisecond): // a bounded look for a reply that must not come
+	}
+	close(release)
+	if err := <-replied; err != nil { // within the connection's 5 s deadline
+		t.Fatal(err)
+	}
+	send("*2\r\n$5\r\nhmget\r\n$1\r\nk\r\n")
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the hook ran %d times for two HMGETs, want once", n)
+	}
+	p.OnCommand("hmget", func() { runs.Add(1) })
+	p.OnCommand("", nil)
+	send("*2\r\n$5\r\nhmget\r\n$1\r\nk\r\n")
+	if n := runs.Load(); n != 1 {
+		t.Errorf("a disarmed hook ran (%d runs)", n)
 	}
 }

@@ -145,6 +145,14 @@ var Bugs = []Bug{
 		Scenarios: []string{"redis-persist-busyerror"}, // its slowing rounds: a fence reading the marks from a Redis that just turned slow for them
 	},
 	{
+		Name:      "fence-gives-up-under-load",
+		Class:     "an answer's fence gives up after two reads' bounds although its reads failed for load (this process starved of CPU, or Redis answering its other steps), and lets a value computed before a returned InvalidateTags through unchecked (issue 39 item 10)",
+		File:      "cache/internal/marks/check.go",
+		Old:       "func (m *Marks) readsOnUnderLoad(sent int64) bool {\n",
+		New:       "func (m *Marks) readsOnUnderLoad(sent int64) bool {\n\tif sent != 0 {\n\t\treturn false\n\t}\n",
+		Scenarios: []string{"redis-slow-fill"}, // its pausing rounds: a replica paused while its fence reads the marks
+	},
+	{
 		Name:      "batch-no-wait",
 		Class:     "a batch computes a key another replica holds the lease of, instead of waiting for it: one compute per key",
 		File:      "cache/batch.go",
