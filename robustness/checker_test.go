@@ -655,6 +655,39 @@ func TestCheckerNoDegradedWhileReachable(t *testing.T) {
 	}
 }
 
+// No call answers Degraded under an overload (Redis slow past the budget,
+// never down), but for one that began within the overload's first round
+// trip: no reply at the new round trip can have come within its budget.
+// A stall (a pausing round: the replica's process stopped) excuses none
+// either: a starved process is not cut off from Redis.
+func TestCheckerNoDegradedUnderOverloadOrStall(t *testing.T) {
+	overload := []Event{{At: at(1_000), What: "overload: every replica's round trip at 1.4 × RedisTimeout (175ms each way)"}, {At: at(3_000), What: "overload: healed", Heal: true}}
+	stall := []Event{{At: at(1_000), What: "stall: r0 silent on its subscriptions, then its process stopped at its fence's marks read for 700ms (a pausing round)"}, {At: at(2_000), What: "stall: healed", Heal: true}}
+	for _, tc := range []struct {
+		name      string
+		events    []Event
+		at        int
+		violation string
+	}{
+		{"at the overload's injection", overload, 1_000, ""},
+		{"within its first round trip", overload, 1_300, ""},
+		{"past its first round trip", overload, 1_400, "no degraded under overload"},
+		{"during a stall of its replica", stall, 1_200, "no degraded while reachable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.h.Events = append(b.h.Events, tc.events...)
+			b.compute("c1", "k0", "r0", tc.at+250, tc.at+255, "ok")
+			d := val("c1")
+			d.Outcome = "degraded"
+			b.op("r0", wire.OpFetch, "k0", tc.at, tc.at+260, d)
+			if got := properties(Check(testScenario, b.h)); got != tc.violation {
+				t.Errorf("violations %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
+
 func TestCheckerRefusedOutageCost(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
