@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/stampede-go/stampede/cache/internal/marks"
+	"github.com/stampede-go/stampede/cache/internal/redisstep"
 )
 
 // KeyErrors holds the keys of a [Cache.GetOrComputeMany] that got no value,
@@ -457,10 +458,18 @@ func (c *Cache[V]) manyAttempt(ctx context.Context, todo []string, version uint6
 			missing = appendOnce(missing, &seen, ks, i)
 		}
 	})
-	if err != nil {
-		if ctx.Err() == nil {
-			c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b, floor)
-		}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return
+	case redisstep.UnderLoad(err):
+		// Redis is slow, not down: keep the fleet's protocol, as a
+		// single key's fetch does (fetchFailed), and claim every key.
+		// Computed without the store, a value would answer through the
+		// invalidations of other replicas (a kept value knows only this
+		// process's own), while Redis could have told of them.
+		missing = distinct(ks)
+	case err != nil:
+		c.degradedMany(dctx, ctx, ks, prevs, distinct(ks), fn, b, floor)
 		return
 	}
 	if len(missing) == 0 || ctx.Err() != nil {

@@ -207,10 +207,14 @@ func (c *Cache[V]) mayStandIn(ctx context.Context, prev *entry[V]) bool {
 // invalidation, as mayStandIn says; a fallback's value is not fn's; a
 // degraded value knows only of this process's own invalidations (see
 // invalidationAt). Marks that cannot be read let the value answer
-// (marks.Unknown), as a compute's value answers then.
+// (marks.Unknown), as a compute's value answers then, unless the caller's
+// ctx ended meanwhile.
 func (c *Cache[V]) servable(ctx context.Context, l loaded[V], err error) bool {
 	st := c.fenceState(ctx, l, err)
-	return st == marks.Valid || st == marks.Unknown
+	// A caller whose ctx ended while its fence read the marks is owed its
+	// ctx's error, not a value the fence could not check: its deadline,
+	// not Redis, cut the read (coalesce answers it ctx's cause).
+	return st == marks.Valid || st == marks.Unknown && ctx.Err() == nil
 }
 
 // fenceState is servable's verdict before it lets marks.Unknown through:

@@ -280,6 +280,9 @@ func (c *Cache[V]) coalesce(ctx context.Context, key string, version uint64, loa
 			return Result[V]{}, err
 		}
 		if !c.servable(ctx, r, err) {
+			if ctx.Err() != nil {
+				return Result[V]{}, context.Cause(ctx)
+			}
 			if attempt < maxRecomputes {
 				continue
 			}
