@@ -118,13 +118,16 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 	again := fence // CheckFence may read once more after a late answer
 	begun := m.Mono()
 	if fence {
-		// The fence's reads end within two reads' bounds of its start, the
-		// one sent again after a failure or a late answer included, while
-		// Redis is silent: a silent Redis costs the fence that much. While
-		// Redis answers or this process is starved (readsOnUnderLoad), up to
-		// Longest.
+		// The fence's reads are sent within two reads' bounds of its start,
+		// the one sent again after a failure or a late answer included,
+		// while Redis is silent: a silent Redis costs the fence that much
+		// (the loop below). Each runs to its own bound, which a late reply
+		// may have raised meanwhile (a Redis that turned slow: its second
+		// read, sent within the two bounds, must not be cut at them). While
+		// Redis answers or this process is starved (readsOnUnderLoad), reads
+		// go on up to Longest.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, max(2*m.readBound(), m.Longest))
+		ctx, cancel = context.WithTimeout(ctx, m.Longest+2*m.readBound())
 		defer cancel()
 	}
 	for reads := 0; reads < maxMarkReads; reads++ {
@@ -152,6 +155,14 @@ func (m *Marks) checkAt(ctx context.Context, st Stamp, now int64, fence bool) (S
 			continue
 		}
 		vouched, s := m.vouched(unsure, st.Gen, now)
+		if s == Hard {
+			// Marks only go up: a hard invalidation read is one, however
+			// long ago the read was sent; a read sent again for the
+			// answer's moment cannot undo it (a failed one would have
+			// judged the answer Unknown).
+			return Hard, nil
+		}
+		known = max(known, s)
 		switch {
 		case !vouched: // the read joined was sent more than trust before now: read again
 			err = fmt.Errorf("cache: invalidation marks not read within %s (Options.InvalidationWait) of the decision", m.Trust)

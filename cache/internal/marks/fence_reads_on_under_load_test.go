@@ -2,6 +2,7 @@ package marks
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -17,8 +18,8 @@ import (
 // InvalidateTags that had returned reach its caller unchecked, on a
 // replica that could have read the mark (seed 1796604356989403235,
 // redis-slow-fill, beside two CPU hogs). Reading on ends at Longest
-// (WaitTimeout) or the caller's deadline; a silent Redis still costs two
-// bounds (TestMarksFenceOnASilentRedisCostsTwoReadBounds).
+// (WaitTimeout) past the two bounds, or at the caller's deadline; a silent
+// Redis still costs two bounds (TestMarksFenceOnASilentRedisCostsTwoReadBounds).
 func TestFenceReadsOnUnderLoad(t *testing.T) {
 	const trust, longest = 100 * time.Millisecond, time.Second
 	cases := []struct {
@@ -31,7 +32,7 @@ func TestFenceReadsOnUnderLoad(t *testing.T) {
 	}{
 		{"starved", 3, 30 * time.Millisecond, false, Hard, 3 * (trust + 30*time.Millisecond)},
 		{"redis answering other steps", 4, 0, true, Hard, 4 * trust},
-		{"answering until Longest", 100, 0, true, Unknown, longest},
+		{"answering until Longest past the two bounds", 100, 0, true, Unknown, longest + 2*trust},
 		{"slow, silent otherwise", 3, 0, false, Unknown, 2 * trust},
 		{"starved but late by less than a quarter bound", 3, 20 * time.Millisecond, false, Unknown, 2 * (trust + 20*time.Millisecond)},
 	}
@@ -80,5 +81,30 @@ func TestFenceReadsOnUntilItsCallersDeadline(t *testing.T) {
 			t.Errorf("fence: %d %v after %s, want Unknown with an error at the caller's deadline, 450ms", st, err, took)
 		}
 		time.Sleep(time.Second) // on the bubble's clock: the read its caller left ends
+	})
+}
+
+// A fence whose read answered late with a hard invalidation, and whose read
+// sent again for the answer's moment failed, judges Hard: marks only go
+// up. It judged Unknown, which let the invalidated answer through (the
+// slowing rounds of redis-persist-busyerror, once each answer met one
+// fence: the read that saw the mark came 160 ms after it was sent, the one
+// sent again ran into the fence's end).
+func TestFenceKeepsAHardMarkItReadLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int32
+		m := &Marks{Trust: 100 * time.Millisecond, Base: time.Now().Add(-time.Hour), Spawn: func(string, func(context.Context)) {},
+			Read: func(ctx context.Context, tags []string) ([]Mark, error) {
+				if reads.Add(1) == 1 {
+					time.Sleep(160 * time.Millisecond) // answered late: read once more
+					return []Mark{{Hard: 5}, {Hard: 5}}, nil
+				}
+				return nil, errors.New("test: the read sent again failed")
+			}}
+		st, err := m.CheckFence(context.Background(), Stamp{Gen: 3, Tags: []string{"t"}})
+		if st != Hard {
+			t.Errorf("fence: %d (%v) after %d reads, want Hard: the first read saw the mark", st, err, reads.Load())
+		}
+		time.Sleep(time.Second) // on the bubble's clock: a read its caller left ends
 	})
 }
