@@ -33,7 +33,10 @@
 //     key written with a short TTL and left alone past TTL + max(Stale,
 //     StaleIfError), then read with a failing compute (no stored value may
 //     answer it); a key one replica writes twice while the others read it
-//     into L1, read again past the cross-replica window. A round holds a
+//     into L1, read again past the cross-replica window; a quiet replica
+//     whose marks reads turn slow (slowing rounds), or whose process is
+//     stopped at its answer's fence (pausing rounds, recorded as a stall),
+//     while another replica's InvalidateTags returns. A round holds a
 //     Clear gate (a Clear drawn meanwhile becomes an InvalidateTags of
 //     every tag group). At each fault that makes Redis fail, every replica
 //     sends Gets one after another until its breaker opens: the calls that
