@@ -3,12 +3,8 @@ package cache_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
@@ -27,20 +23,10 @@ func TestAnAnswerWhoseFenceOutlivesItsCallersDeadlineIsNotServed(t *testing.T) {
 		t.Run(cfg.name, func(t *testing.T) {
 			p, sub := newProxy(t), newProxy(t)
 			ns := redistest.Prefix(t)
-			// The subscription's connection, dialled first, goes through
-			// sub, which falls silent: the marks are trusted by reads
-			// alone, and every read goes through p.
-			o := cfg.opts(p.Addr())
-			var dials atomic.Int32
-			var d net.Dialer
-			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if dials.Add(1) == 1 {
-					return d.DialContext(ctx, network, sub.Addr())
-				}
-				return d.DialContext(ctx, network, addr)
-			}
-			rdb := redis.NewClient(o)
-			t.Cleanup(func() { _ = rdb.Close() })
+			// Its subscription falls silent (sub): no heartbeat's answer
+			// vouches for the marks or shows a new round trip, as on a
+			// Cluster; its commands, marks reads included, go through p.
+			rdb := unsubscribedClient(t, cfg.opts, p, sub)
 			opts := cache.Options{Namespace: ns, RedisTimeout: 250 * time.Millisecond, WaitTimeout: 5 * time.Second}
 			far := newCache[string](t, rdb, opts)
 			near := newCache[string](t, redistest.Client(t), opts)

@@ -3,12 +3,9 @@ package cache_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/stampede-go/stampede/cache"
 	"github.com/stampede-go/stampede/internal/redistest"
@@ -29,22 +26,10 @@ func TestFenceHoldsWhenRedisTurnsSlowWithinInvalidationWait(t *testing.T) {
 		t.Run(cfg.name, func(t *testing.T) {
 			p, sub := newProxy(t), newProxy(t)
 			ns := redistest.Prefix(t)
-			// The replica's first connection, its subscription's (New
-			// dials it before any command), goes through sub, which
-			// falls silent: no heartbeat's answer vouches for the marks
-			// or shows the new round trip, as on a Cluster. Its commands
-			// go through p.
-			o := cfg.opts(p.Addr())
-			var dials atomic.Int32
-			var d net.Dialer
-			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if dials.Add(1) == 1 {
-					return d.DialContext(ctx, network, sub.Addr())
-				}
-				return d.DialContext(ctx, network, addr)
-			}
-			rdb := redis.NewClient(o)
-			t.Cleanup(func() { _ = rdb.Close() })
+			// Its subscription falls silent (sub): no heartbeat's answer
+			// vouches for the marks or shows a new round trip, as on a
+			// Cluster; its commands, marks reads included, go through p.
+			rdb := unsubscribedClient(t, cfg.opts, p, sub)
 			opts := cache.Options{Namespace: ns, RedisTimeout: 250 * time.Millisecond, InvalidationWait: 100 * time.Millisecond}
 			far := newCache[string](t, rdb, opts)
 			near := newCache[string](t, redistest.Client(t), opts)
