@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// RunKey is the key where a server records its run_id when it takes part
+// in a quorum's fenced lease on name (quorum_fence.lua).
+func RunKey(name string) string { return runKey(name) }
+
 // SetClientClock makes c read the holder's time from now.
 func SetClientClock(c *Client, now func() time.Time) { c.clock = now }
 

@@ -133,6 +133,12 @@ func TestQuorumDoesNotCountARestartedServerWhenTheHoldersOtherServersAreCutOff(t
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fence's write-back returns once a majority took it; the rest
+	// lands after. A server still up less than the quarantine counts only
+	// once its write-back recorded that it took part since its start: wait
+	// for all five (under load, server 1's came after A's grant, which then
+	// did not count it, and A found no majority).
+	tookPart(t, r.clients, name)
 	if err := l0.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -165,5 +171,20 @@ func TestQuorumCountsFreshServersOnTheFirstLease(t *testing.T) {
 	q := newQuorum(t, replicaClients(t, addrs), lease.QuorumOptions{ServerTimeout: restartedServerTimeout})
 	if _, err := q.Acquire(context.Background(), redistest.Prefix(t), time.Minute); err != nil {
 		t.Fatalf("first lease on fresh servers, one down: %v", err)
+	}
+}
+
+// tookPart waits until every server records that it took part in a fenced
+// lease on name (its run key), for up to 10 s.
+func tookPart(t *testing.T, clients []*redis.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	for i, c := range clients {
+		for start := time.Now(); c.Exists(ctx, lease.RunKey(name)).Val() != 1; {
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("server %d recorded no part in the lease on %q within 10s", i, name)
+			}
+			time.Sleep(10 * time.Millisecond) // a bounded poll for the write-back
+		}
 	}
 }
