@@ -37,8 +37,11 @@ func TestAnAnswerWhoseFenceOutlivesItsCallersDeadlineIsNotServed(t *testing.T) {
 			near := newCache[string](t, redistest.Client(t), opts)
 			sub.SetPartition(true)
 			entered, release := make(chan struct{}), make(chan struct{})
-			ctx, cancel := context.WithTimeout(bounded(t, 30*time.Second), time.Second)
-			defer cancel()
+			// The caller's deadline: a second after its compute returns
+			// (set then, so that a loaded machine's slow read and claim
+			// before the compute cannot use it up).
+			ctx, cancel := context.WithCancelCause(bounded(t, 30*time.Second))
+			defer cancel(nil)
 			got := async(func() fetched {
 				r, err := far.Fetch(ctx, "k", func(ctx context.Context) (string, error) {
 					close(entered)
@@ -47,7 +50,11 @@ func TestAnAnswerWhoseFenceOutlivesItsCallersDeadlineIsNotServed(t *testing.T) {
 				})
 				return fetched{r, err}
 			})
-			<-entered
+			select {
+			case <-entered:
+			case r := <-got:
+				t.Fatalf("the fetch ended before its compute ran: %v", r.v.err)
+			}
 			if err := near.InvalidateTags(bounded(t, 10*time.Second), "t"); err != nil {
 				t.Fatal(err)
 			}
@@ -72,6 +79,8 @@ func TestAnAnswerWhoseFenceOutlivesItsCallersDeadlineIsNotServed(t *testing.T) {
 			}()
 			defer func() { close(stop); <-others }()
 			close(release)
+			deadline := time.AfterFunc(time.Second, func() { cancel(context.DeadlineExceeded) })
+			defer deadline.Stop()
 			r := within(t, got, 20*time.Second, "the far replica's fetch").v
 			if r.err == nil {
 				t.Fatalf("answered %q (outcome %s) past its caller's deadline, unchecked, after an InvalidateTags had returned", r.r.Value, r.r.Outcome)
